@@ -1,0 +1,5 @@
+import sys
+
+from streamcal.cli import main
+
+sys.exit(main())

@@ -1,0 +1,26 @@
+"""Core: exact Venn-Abers calibration. Numbers in, numbers out: no I/O, no river, no Kafka."""
+
+from streamcal.core.batch import venn_abers
+from streamcal.core.isotonic import (
+    IsotonicCalibrator,
+    dir_predict,
+    group_ties,
+    isotonic_calibrator,
+    venn_abers_bruteforce,
+)
+from streamcal.core.merge import MERGES, merge_log, merge_mean, merge_square
+from streamcal.core.store import ScoreStore
+
+__all__ = [
+    "IsotonicCalibrator",
+    "MERGES",
+    "ScoreStore",
+    "dir_predict",
+    "group_ties",
+    "isotonic_calibrator",
+    "merge_log",
+    "merge_mean",
+    "merge_square",
+    "venn_abers",
+    "venn_abers_bruteforce",
+]

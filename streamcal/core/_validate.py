@@ -1,0 +1,88 @@
+"""Input checks shared by the core: one place decides what a score and a label are."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+
+def check_score(score) -> float:
+    """Return ``score`` as a float, or raise ``ValueError`` naming it.
+
+    >>> check_score(0.25)
+    0.25
+    >>> check_score(float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: score must be a finite real number, got nan
+    """
+    if isinstance(score, (bool, np.bool_)) or not isinstance(score, Real):
+        raise ValueError(f"score must be a finite real number, got {score!r}")
+    value = float(score)
+    if not math.isfinite(value):
+        raise ValueError(f"score must be a finite real number, got {score!r}")
+    return value
+
+
+def check_label(label) -> int:
+    """Return ``label`` as 0 or 1, or raise ``ValueError`` naming it.
+
+    Accepted: ``bool``, ``numpy.bool_``, and integers (Python or numpy) equal to 0 or 1.
+    Floats are refused on purpose: ``0.7`` is not a label, and ``1.0`` usually means
+    probabilities were passed where labels were meant.
+
+    >>> check_label(True), check_label(0)
+    (1, 0)
+    >>> check_label(2)
+    Traceback (most recent call last):
+    ...
+    ValueError: label must be 0/1 or False/True, got 2
+    """
+    if isinstance(label, (bool, np.bool_)):
+        return int(label)
+    if isinstance(label, Integral) and label in (0, 1):
+        return int(label)
+    raise ValueError(f"label must be 0/1 or False/True, got {label!r}")
+
+
+def check_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    """Validate calibration arrays; return (float64 scores, int64 labels)."""
+    s = np.asarray(scores)
+    y = np.asarray(labels)
+    if s.ndim != 1 or y.ndim != 1:
+        raise ValueError(f"scores and labels must be 1-d, got shapes {s.shape} and {y.shape}")
+    if s.shape != y.shape:
+        raise ValueError(f"scores and labels differ in length: {s.shape[0]} != {y.shape[0]}")
+    if s.dtype == bool or not (np.issubdtype(s.dtype, np.number)):
+        raise ValueError(f"scores must be real numbers, got dtype {s.dtype}")
+    s = s.astype(np.float64, copy=False)
+    bad = ~np.isfinite(s)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"score must be a finite real number, got {s[i]!r} at position {i}")
+    if y.dtype == bool:
+        return s, y.astype(np.int64)
+    if not np.issubdtype(y.dtype, np.integer):
+        if y.size:
+            raise ValueError(f"labels must be 0/1 integers or booleans, got dtype {y.dtype}")
+        return s, y.astype(np.int64)
+    y = y.astype(np.int64, copy=False)
+    bad = (y != 0) & (y != 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"label must be 0/1 or False/True, got {y[i]!r} at position {i}")
+    return s, y
+
+
+def check_test_scores(scores) -> np.ndarray:
+    """Validate test scores (scalar or array); return a float64 array."""
+    s = np.asarray(scores)
+    if s.dtype == bool or not np.issubdtype(s.dtype, np.number):
+        raise ValueError(f"scores must be real numbers, got dtype {s.dtype}")
+    s = s.astype(np.float64, copy=False)
+    bad = ~np.isfinite(s)
+    if bad.any():
+        raise ValueError(f"score must be a finite real number, got {s[bad].flat[0]!r}")
+    return s

@@ -1,0 +1,1 @@
+"""Learner: river-compatible Venn-Abers classifiers built on the core."""

@@ -1,0 +1,1 @@
+"""Monitoring: losses, calibration statistics, metric logs and reports."""

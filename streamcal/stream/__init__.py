@@ -1,0 +1,1 @@
+"""Stream: the Kafka stream processor (consume, join labels, produce, dead letters, checkpoints)."""
