@@ -1,0 +1,235 @@
+"""The calibration tracker: losses and calibration statistics of a stream of Venn-Abers pairs.
+
+One ``update(p0, p1, y, score)`` per labelled prediction. The stream processor keeps one
+per model and writes ``snapshot()`` to its metric log, so the numbers a user computes in
+Python and the numbers an operator sees are produced by the same code.
+
+Means are river's ``stats.Mean``, windows ``river.utils.Rolling``. The per-update loss
+terms are river's too in value: the log-loss term is ``metrics.LogLoss``'s (same clamp),
+square loss is ``metrics.MSE`` on 0/1 labels (the Brier score); the tests check both
+against river. They are computed once per update and fed to the means, and everything a
+window keeps moves through one ``Rolling`` (which stores the loss values, so leaving the
+window costs no logarithm): wrapping ``metrics.LogLoss`` itself in ``Rolling`` cost about
+3x more per update, and the tracker runs for every label in the stream processor.
+"""
+
+from __future__ import annotations
+
+import math
+
+from river import stats, utils
+
+from streamcal.core._validate import check_label
+from streamcal.monitoring.reliability import ReliabilityBins
+
+__all__ = ["CalibrationTracker", "SNAPSHOT_KEYS"]
+
+# The flat keys of ``CalibrationTracker.snapshot()`` (contracts.md), in order.
+SNAPSHOT_KEYS = (
+    "labels",
+    "raw_labels",
+    "log_loss",
+    "recent_log_loss",
+    "square_loss",
+    "recent_square_loss",
+    "raw_log_loss",
+    "recent_raw_log_loss",
+    "raw_square_loss",
+    "recent_raw_square_loss",
+    "mean_width",
+    "recent_mean_width",
+    "ece",
+    "raw_ece",
+    "mean_p0",
+    "frequency",
+    "mean_p1",
+)
+
+# river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
+_EPS = 1e-15
+
+# Venn-Abers pairs satisfy p0 <= p1 exactly; allow for the last bit of a float division.
+_ORDER_TOL = 1e-12
+
+
+class _Means:
+    """Running means of the per-update terms (rollable by ``river.utils.Rolling``).
+
+    Raw-score terms are None for updates without a score and then skipped. A window
+    stores the terms themselves, so leaving it costs no logarithm.
+    """
+
+    def __init__(self):
+        self.log = stats.Mean()
+        self.square = stats.Mean()
+        self.width = stats.Mean()
+        self.raw_log = stats.Mean()
+        self.raw_square = stats.Mean()
+
+    def update(self, log, square, width, raw_log, raw_square):
+        self.log.update(log)
+        self.square.update(square)
+        self.width.update(width)
+        if raw_log is not None:
+            self.raw_log.update(raw_log)
+            self.raw_square.update(raw_square)
+
+    def revert(self, log, square, width, raw_log, raw_square):
+        self.log.revert(log)
+        self.square.revert(square)
+        self.width.revert(width)
+        if raw_log is not None:
+            self.raw_log.revert(raw_log)
+            self.raw_square.revert(raw_square)
+
+    def get(self, name):
+        """The mean of one term, None before its first value."""
+        m = getattr(self, name)
+        return m.get() if m.n else None
+
+
+def _log_loss(y, q):
+    """river's ``metrics.LogLoss`` term: -log of the probability given to ``y``, clamped."""
+    if q < _EPS:
+        q = _EPS
+    elif q > 1.0 - _EPS:
+        q = 1.0 - _EPS
+    return -math.log(q) if y else -math.log(1.0 - q)
+
+
+class CalibrationTracker:
+    """Cumulative and rolling losses, reliability bins and the Corollary 1 band.
+
+    Parameters
+    ----------
+    window
+        Number of most recent updates behind the ``recent_*`` statistics.
+    bins
+        Number of equal-width reliability bins on [0, 1] (for ``ece`` and ``reliability``).
+
+    ``update(p0, p1, y, score=None, p=None)`` takes the Venn-Abers pair, the label (0/1 or
+    bool), optionally the raw model probability ``score`` and the merged probability ``p``
+    (default: the log-loss merge p1 / (1 - p0 + p1)). Raw statistics cover the updates that
+    came with a score (``raw_labels`` of them; ``recent_raw_*``: those among the last
+    ``window`` updates). Log loss clips its argument to
+    [1e-15, 1 - 1e-15] like river's ``LogLoss``; the log merge never needs it (Lemma 3 of
+    Vovk & Petej: 0 < p < 1), a raw score may.
+
+    Corollary 1 of Vovk & Petej: under exchangeability, ``mean_p0 <= frequency <= mean_p1``
+    up to sampling error (about sqrt(f (1 - f) / n) on the frequency).
+
+    >>> t = CalibrationTracker(window=2, bins=2)
+    >>> t.update(0.2, 0.4, 0, score=0.3)
+    >>> t.update(0.6, 0.9, 1, score=0.7)
+    >>> t.update(0.5, 0.8, 1)
+    >>> s = t.snapshot()
+    >>> s["labels"], s["raw_labels"], s["frequency"]
+    (3, 2, 0.6666666666666666)
+    >>> round(s["mean_p0"], 6), round(s["mean_p1"], 6), round(s["mean_width"], 6)
+    (0.433333, 0.7, 0.266667)
+    >>> round(s["recent_mean_width"], 6), s["recent_raw_square_loss"]  # the last two updates
+    (0.3, 0.09)
+    >>> round(s["raw_log_loss"], 6)  # mean of -log(1 - 0.3) and -log(0.7)
+    0.356675
+    >>> [b["count"] for b in t.reliability("p")], [b["count"] for b in t.reliability("score")]
+    ([1, 2], [1, 1])
+    """
+
+    def __init__(self, window: int = 1000, bins: int = 10):
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be a positive integer, got {window!r}")
+        self.window = window
+        self.bins = bins
+        self.labels = 0
+        self.ones = 0
+        self.raw_labels = 0
+        self._all = _Means()
+        self._recent = utils.Rolling(_Means, window_size=window)
+        self._p0 = stats.Mean()
+        self._p1 = stats.Mean()
+        self._rel = ReliabilityBins(bins)
+        self._raw_rel = ReliabilityBins(bins)
+
+    def update(self, p0: float, p1: float, y, score: float | None = None, p: float | None = None):
+        """Add one labelled prediction. Raises ValueError (state unchanged) on bad input."""
+        y = check_label(y)
+        try:
+            ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0 and p0 <= p1 + _ORDER_TOL
+            if p is None:
+                p = p1 / (1.0 - p0 + p1)
+            else:
+                ok = ok and 0.0 <= p <= 1.0
+            if score is not None:
+                ok = ok and 0.0 <= score <= 1.0
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                "need 0 <= p0 <= p1 <= 1 and p, score in [0, 1] (score may be None), got "
+                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}"
+            )
+        # Plain floats from here on: numpy scalars would leak into the JSON snapshot.
+        p0, p1, p = float(p0), float(p1), float(p)
+        width = p1 - p0
+        log, square = _log_loss(y, p), (y - p) * (y - p)
+        if score is None:
+            raw_log = raw_square = None
+        else:
+            score = float(score)
+            raw_log, raw_square = _log_loss(y, score), (y - score) * (y - score)
+            self.raw_labels += 1
+            self._raw_rel.update(score, y)
+        self.labels += 1
+        self.ones += y
+        self._all.update(log, square, width, raw_log, raw_square)
+        self._recent.update(log, square, width, raw_log, raw_square)
+        self._p0.update(p0)
+        self._p1.update(p1)
+        self._rel.update(p, y)
+
+    def reliability(self, which: str = "p") -> list[dict]:
+        """Reliability bins of the calibrated ``"p"`` or of the raw ``"score"``.
+
+        A list of ``{"lo", "hi", "count", "mean_pred", "frequency"}`` (None in empty bins).
+        """
+        if which == "p":
+            return self._rel.table()
+        if which == "score":
+            return self._raw_rel.table()
+        raise ValueError(f'which must be "p" or "score", got {which!r}')
+
+    def snapshot(self, reliability: bool = False) -> dict:
+        """The statistics as a flat JSON-ready dict (keys ``SNAPSHOT_KEYS``; None if undefined).
+
+        With ``reliability=True`` it also carries the bins: ``reliability`` (of p) and
+        ``raw_reliability`` (of the score, None without scores), so that a report made from
+        a metric log alone can draw reliability diagrams.
+        """
+        n = self.labels
+        a, w = self._all, self._recent.obj
+        out = {
+            "labels": n,
+            "raw_labels": self.raw_labels,
+            "log_loss": a.get("log"),
+            "recent_log_loss": w.get("log"),
+            "square_loss": a.get("square"),
+            "recent_square_loss": w.get("square"),
+            "raw_log_loss": a.get("raw_log"),
+            "recent_raw_log_loss": w.get("raw_log"),
+            "raw_square_loss": a.get("raw_square"),
+            "recent_raw_square_loss": w.get("raw_square"),
+            "mean_width": a.get("width"),
+            "recent_mean_width": w.get("width"),
+            "ece": self._rel.ece(),
+            "raw_ece": self._raw_rel.ece(),
+            "mean_p0": self._p0.get() if n else None,
+            "frequency": self.ones / n if n else None,
+            "mean_p1": self._p1.get() if n else None,
+        }
+        if reliability:
+            out["reliability"] = self._rel.table()
+            out["raw_reliability"] = self._raw_rel.table() if self.raw_labels else None
+        return out
+
+    def __repr__(self):
+        return f"CalibrationTracker(window={self.window}, bins={self.bins}, labels={self.labels})"
