@@ -1,16 +1,29 @@
-"""Monitoring: losses, calibration statistics, metric logs and reports."""
+"""Monitoring: losses, calibration statistics, metric logs and reports.
 
+``CalibrationTracker`` computes the statistics; ``read_metric_log`` / ``read_predictions``
+read the JSON-lines files the stream processor writes; ``write_report`` turns either into
+an HTML page with figures (needs matplotlib: ``pip install streamcal-va[report]``);
+``PrometheusExporter`` serves metric-log lines to Prometheus.
+"""
+
+from streamcal.monitoring.metric_log import read_metric_log, read_predictions
+from streamcal.monitoring.prometheus import PrometheusExporter
 from streamcal.monitoring.reliability import (
     ReliabilityBins,
     expected_calibration_error,
     wilson_interval,
 )
+from streamcal.monitoring.report import write_report
 from streamcal.monitoring.tracker import SNAPSHOT_KEYS, CalibrationTracker
 
 __all__ = [
     "CalibrationTracker",
+    "PrometheusExporter",
     "ReliabilityBins",
     "SNAPSHOT_KEYS",
     "expected_calibration_error",
+    "read_metric_log",
+    "read_predictions",
     "wilson_interval",
+    "write_report",
 ]

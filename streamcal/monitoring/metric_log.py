@@ -1,0 +1,262 @@
+"""Reading metric logs and prediction files (JSON lines), with errors that name the line.
+
+Two inputs, one JSON object per line:
+
+* a **metric log**, written by the stream processor: each line is
+  ``CalibrationTracker.snapshot()`` plus the processor's counters (``ts``, ``events``,
+  ``predictions``, ``pending``, ``expired``, ``dead_letters``, ``events_per_s``,
+  ``calibration_size``, ``version``); optionally the reliability bins (``reliability``,
+  ``raw_reliability``, see ``snapshot(reliability=True)``).
+* a **predictions file joined with labels**: each line has at least ``p0``, ``p1`` (the
+  Venn-Abers pair, numbers with 0 <= p0 <= p1 <= 1) and ``label`` (0/1 or false/true);
+  optionally ``score`` (the raw model probability of 1) and ``p`` (the merged probability;
+  default p1 / (1 - p0 + p1)); ``null`` means absent. Other keys (``id``, ``ts``, ...) are
+  ignored. Lines are taken in stream order. Example::
+
+      {"id": "e17", "p0": 0.21, "p1": 0.34, "label": 1, "score": 0.62}
+
+``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
+and returns the metric log it would have produced, so reports have one input shape.
+Everything raises ``ValueError("PATH: line N: ...")`` on bad input.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from numbers import Real
+
+import orjson
+
+from streamcal.monitoring.tracker import CalibrationTracker
+
+__all__ = [
+    "PREDICTION_FIELDS",
+    "METRIC_LOG_KEYS",
+    "detect_format",
+    "iter_json_lines",
+    "metric_log_from_predictions",
+    "read_metric_log",
+    "read_predictions",
+]
+
+PREDICTION_FIELDS = ("p0", "p1", "label")
+# A metric-log line must carry the tracker's contract keys (numbers, or null if undefined).
+METRIC_LOG_KEYS = (
+    "labels",
+    "log_loss",
+    "recent_log_loss",
+    "square_loss",
+    "recent_square_loss",
+    "raw_log_loss",
+    "recent_raw_log_loss",
+    "raw_square_loss",
+    "recent_raw_square_loss",
+    "mean_width",
+    "recent_mean_width",
+    "ece",
+    "raw_ece",
+    "mean_p0",
+    "frequency",
+    "mean_p1",
+)
+# The processor's own fields: optional here, numbers or null when present.
+STREAM_KEYS = (
+    "ts",
+    "raw_labels",
+    "events",
+    "predictions",
+    "pending",
+    "expired",
+    "dead_letters",
+    "events_per_s",
+    "calibration_size",
+)
+_BIN_KEYS = ("lo", "hi", "count", "mean_pred", "frequency")
+# Progress bars only where they help: files above this many bytes.
+_PROGRESS_BYTES = 4 << 20
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def iter_json_lines(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each line of a JSON-lines file (1-based).
+
+    Refuses an empty file, blank lines, invalid JSON (a last line without its newline is
+    reported as truncated) and lines that are not JSON objects.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.jsonl"
+    >>> _ = f.write_text('{"a": 1}\\n{"a": 2')
+    >>> list(iter_json_lines(f))
+    Traceback (most recent call last):
+    ...
+    ValueError: ...x.jsonl: line 2: truncated line (no newline at the end, not valid JSON): ...
+    """
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    if size == 0:
+        raise ValueError(f"{path}: empty file (expected JSON lines)")
+    bar = None
+    if progress and size >= _PROGRESS_BYTES:
+        from tqdm import tqdm
+
+        bar = tqdm(total=size, unit="B", unit_scale=True, desc=os.path.basename(path))
+    try:
+        with open(path, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                if bar is not None:
+                    bar.update(len(raw))
+                line = raw.strip()
+                if not line:
+                    raise ValueError(f"{path}: line {n}: empty line")
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    what = (
+                        "truncated line (no newline at the end, not valid JSON)"
+                        if not raw.endswith(b"\n")
+                        else "not valid JSON"
+                    )
+                    raise ValueError(f"{path}: line {n}: {what}: {exc}") from None
+                if not isinstance(obj, dict):
+                    raise ValueError(
+                        f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}"
+                    )
+                yield n, obj
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def detect_format(path) -> str:
+    """``"metrics"`` or ``"predictions"``, from the keys of the first line."""
+    for n, obj in iter_json_lines(path):
+        if "p0" in obj or "p1" in obj:
+            return "predictions"
+        if "labels" in obj or "log_loss" in obj:
+            return "metrics"
+        raise ValueError(
+            f"{os.fspath(path)}: line {n}: neither a prediction (needs p0, p1, label) "
+            f"nor a metric-log line (needs labels, log_loss, ...); keys: {sorted(obj)[:8]}"
+        )
+    raise AssertionError("unreachable: iter_json_lines refuses empty files")
+
+
+def _check_bins(where: str, key: str, bins) -> None:
+    if bins is None:
+        return
+    if not isinstance(bins, list) or not bins:
+        raise ValueError(f"{where}: {key} must be a non-empty list of bins or null")
+    for i, b in enumerate(bins):
+        if not isinstance(b, dict):
+            raise ValueError(f"{where}: {key}[{i}] must be an object")
+        for k in _BIN_KEYS:
+            if k not in b:
+                raise ValueError(f"{where}: {key}[{i}] is missing field {k!r}")
+            v = b[k]
+            if not (_is_number(v) or (v is None and k in ("mean_pred", "frequency"))):
+                raise ValueError(f"{where}: {key}[{i}].{k} must be a number, got {v!r}")
+
+
+def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
+    """Raise ValueError (prefixed by ``where``) unless ``obj`` is a valid metric-log line."""
+    for k in METRIC_LOG_KEYS:
+        if k not in obj:
+            raise ValueError(f"{where}: missing field {k!r}")
+    for k in METRIC_LOG_KEYS + STREAM_KEYS:
+        v = obj.get(k)
+        if v is not None and not _is_number(v):
+            raise ValueError(f"{where}: field {k!r} must be a number or null, got {v!r}")
+    if not isinstance(obj["labels"], int) or obj["labels"] < 0:
+        raise ValueError(f"{where}: field 'labels' must be a count, got {obj['labels']!r}")
+    _check_bins(where, "reliability", obj.get("reliability"))
+    _check_bins(where, "raw_reliability", obj.get("raw_reliability"))
+    return obj
+
+
+def read_metric_log(path, progress: bool = False) -> list[dict]:
+    """All lines of a metric log, validated.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.jsonl"
+    >>> _ = f.write_text('{"labels": 1, "log_loss": "high"}\\n')
+    >>> read_metric_log(f)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...m.jsonl: line 1: missing field 'recent_log_loss'
+    """
+    p = os.fspath(path)
+    return [check_metric_line(obj, f"{p}: line {n}") for n, obj in iter_json_lines(path, progress)]
+
+
+def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, {"p0", "p1", "label", "score", "p"})`` from a predictions file.
+
+    Types are checked here; ranges (0 <= p0 <= p1 <= 1, ...) by the tracker.
+    """
+    p = os.fspath(path)
+    for n, obj in iter_json_lines(path, progress):
+        for k in PREDICTION_FIELDS:
+            if k not in obj or obj[k] is None:
+                raise ValueError(f"{p}: line {n}: missing field {k!r}")
+        for k in ("p0", "p1", "score", "p"):
+            v = obj.get(k)
+            if v is not None and not _is_number(v):
+                raise ValueError(f"{p}: line {n}: field {k!r} must be a number, got {v!r}")
+        label = obj["label"]
+        if label not in (0, 1) or isinstance(label, float):
+            raise ValueError(
+                f"{p}: line {n}: field 'label' must be 0/1 or false/true, got {label!r}"
+            )
+        yield (
+            n,
+            {
+                "p0": obj["p0"],
+                "p1": obj["p1"],
+                "label": int(label),
+                "score": obj.get("score"),
+                "p": obj.get("p"),
+            },
+        )
+
+
+def metric_log_from_predictions(
+    path, window: int = 1000, bins: int = 10, points: int = 1000, progress: bool = False
+) -> list[dict]:
+    """The metric log a tracker fed with this predictions file would write.
+
+    About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
+    one, which carries the reliability bins.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
+    >>> _ = f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\\n'
+    ...                  '{"p0": 0.5, "p1": 0.3, "label": 0}\\n')
+    >>> metric_log_from_predictions(f)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...p.jsonl: line 2: need 0 <= p0 <= p1 <= 1 ...
+    """
+    tracker = CalibrationTracker(window=window, bins=bins)
+    log: list[dict] = []
+    every = 1
+    p = os.fspath(path)
+    for n, rec in read_predictions(path, progress):
+        try:
+            tracker.update(rec["p0"], rec["p1"], rec["label"], score=rec["score"], p=rec["p"])
+        except ValueError as exc:
+            raise ValueError(f"{p}: line {n}: {exc}") from None
+        if tracker.labels % every == 0:
+            log.append(tracker.snapshot())
+            if len(log) >= 2 * points:
+                log = log[1::2]  # keep multiples of the doubled step
+                every *= 2
+    final = tracker.snapshot(reliability=True)
+    if log and log[-1]["labels"] == final["labels"]:
+        log[-1] = final
+    else:
+        log.append(final)
+    return log

@@ -1,0 +1,401 @@
+"""``write_report``: a self-contained HTML page with PNG figures from a metric log.
+
+Figures (PNG files in the output folder, also embedded in the page so it can be mailed):
+
+* ``reliability.png``: reliability diagrams of the calibrated p and of the raw score, with
+  95% Wilson intervals on each bin's frequency and the bin counts underneath;
+* ``loss.png``: cumulative and rolling log loss and square loss, calibrated vs raw;
+* ``width.png``: the Venn-Abers interval width p1 - p0 over time;
+* ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time.
+
+matplotlib is imported lazily (the ``report`` extra) and drawn through the Agg canvas
+directly: no pyplot, so the caller's backend and global state are left alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from pathlib import Path
+
+from streamcal.monitoring.metric_log import (
+    detect_format,
+    metric_log_from_predictions,
+    read_metric_log,
+)
+from streamcal.monitoring.reliability import wilson_interval
+
+__all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
+
+FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
+_CAL, _RAW = "#1f5fa8", "#d9731a"
+
+
+class MissingDependencyError(ImportError):
+    """matplotlib is needed for figures: ``pip install 'streamcal-va[report]'``."""
+
+
+def _figure(width=7.0, height=4.2):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "streamcal report needs matplotlib; install it with: pip install 'streamcal-va[report]'"
+        ) from exc
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> None:
+    import io
+
+    from PIL import Image  # matplotlib depends on Pillow
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    # A 256-colour palette loses nothing visible in line plots and halves the file.
+    img = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    img.save(path, format="PNG", optimize=True)
+
+
+def _series(log, key):
+    return [math.nan if line.get(key) is None else float(line[key]) for line in log]
+
+
+def _reliability_panel(fig, spec, bins, title, colour):
+    top, bottom = spec.subgridspec(2, 1, height_ratios=(3, 1), hspace=0.05)
+    ax = fig.add_subplot(top)
+    axc = fig.add_subplot(bottom, sharex=ax)
+    ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(labelbottom=False)
+    ax.set_ylabel("frequency of 1")
+    axc.set_xlabel("predicted probability")
+    axc.set_ylabel("count")
+    if not bins:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return
+    full = [b for b in bins if b["count"]]
+    xs = [b["mean_pred"] for b in full]
+    fs = [b["frequency"] for b in full]
+    ci = [wilson_interval(round(b["frequency"] * b["count"]), b["count"]) for b in full]
+    yerr = [[f - lo for f, (lo, _) in zip(fs, ci, strict=True)]]
+    yerr.append([hi - f for f, (_, hi) in zip(fs, ci, strict=True)])
+    ax.errorbar(
+        xs,
+        fs,
+        yerr=yerr,
+        fmt="o-",
+        color=colour,
+        ms=4,
+        lw=1.2,
+        capsize=2,
+        label="observed (95% Wilson interval)",
+    )
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    axc.bar(
+        [b["lo"] for b in bins],
+        [b["count"] for b in bins],
+        width=[b["hi"] - b["lo"] for b in bins],
+        align="edge",
+        color=colour,
+        alpha=0.5,
+        edgecolor="white",
+    )
+
+
+def reliability_figure(last: dict, path: Path) -> None:
+    fig = _figure(8.0, 4.6)
+    gs = fig.add_gridspec(1, 2)
+    _reliability_panel(fig, gs[0], last.get("reliability"), "calibrated p (Venn-Abers)", _CAL)
+    _reliability_panel(fig, gs[1], last.get("raw_reliability"), "raw model score", _RAW)
+    _save(fig, path)
+
+
+def loss_figure(log, path: Path) -> None:
+    fig = _figure(8.0, 3.8)
+    x = _series(log, "labels")
+    for i, (name, key) in enumerate((("log loss", "log_loss"), ("square loss", "square_loss"))):
+        ax = fig.add_subplot(1, 2, i + 1)
+        ax.plot(
+            x,
+            _series(log, "recent_" + key),
+            color=_CAL,
+            lw=0.8,
+            alpha=0.45,
+            label="calibrated, rolling",
+        )
+        ax.plot(
+            x,
+            _series(log, "recent_raw_" + key),
+            color=_RAW,
+            lw=0.8,
+            alpha=0.45,
+            label="raw, rolling",
+        )
+        ax.plot(x, _series(log, key), color=_CAL, lw=1.8, label="calibrated, cumulative")
+        ax.plot(x, _series(log, "raw_" + key), color=_RAW, lw=1.8, label="raw, cumulative")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("labelled events")
+        ax.grid(alpha=0.3)
+        if i == 0:
+            ax.legend(fontsize=7, frameon=False)
+    _save(fig, path)
+
+
+def width_figure(log, path: Path) -> None:
+    fig = _figure(7.0, 3.2)
+    ax = fig.add_subplot()
+    x = _series(log, "labels")
+    ax.plot(x, _series(log, "recent_mean_width"), color=_CAL, lw=0.8, alpha=0.5, label="rolling")
+    ax.plot(x, _series(log, "mean_width"), color=_CAL, lw=1.8, label="cumulative")
+    ax.set_xlabel("labelled events")
+    ax.set_ylabel("mean p1 - p0")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    _save(fig, path)
+
+
+def band_figure(log, path: Path) -> None:
+    fig = _figure(7.0, 5.0)
+    top, bottom = fig.add_gridspec(2, 1, height_ratios=(1, 1)).subplots(sharex=True)
+    x = _series(log, "labels")
+    p0, p1, f = _series(log, "mean_p0"), _series(log, "mean_p1"), _series(log, "frequency")
+    se = [
+        2 * math.sqrt(fi * (1 - fi) / n) if n > 0 else math.nan for fi, n in zip(f, x, strict=True)
+    ]
+    top.fill_between(x, p0, p1, color=_CAL, alpha=0.3, lw=0, label="[mean p0, mean p1]")
+    top.plot(x, f, color="black", lw=1.2, label="frequency of 1")
+    top.set_ylabel("probability")
+    # The band is often narrower than a line: show it again relative to the frequency.
+    bottom.fill_between(
+        x, [-s for s in se], se, color="black", alpha=0.15, lw=0, label="±2 SE of the frequency"
+    )
+    bottom.fill_between(
+        x,
+        [a - b for a, b in zip(p0, f, strict=True)],
+        [a - b for a, b in zip(p1, f, strict=True)],
+        color=_CAL,
+        alpha=0.5,
+        lw=0,
+        label="[mean p0, mean p1] - frequency",
+    )
+    bottom.axhline(0, color="black", lw=0.8)
+    bottom.set_ylabel("minus frequency")
+    bottom.set_xlabel("labelled events")
+    for ax in (top, bottom):
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, frameon=False, loc="upper right")
+    _save(fig, path)
+
+
+def corollary1_verdict(last: dict) -> str:
+    """Where the frequency of 1s lies relative to [mean p0, mean p1], in standard errors.
+
+    >>> corollary1_verdict({"labels": 100, "mean_p0": 0.3, "frequency": 0.35, "mean_p1": 0.4})
+    'holds: mean p0 <= frequency <= mean p1'
+    >>> corollary1_verdict({"labels": 100, "mean_p0": 0.3, "frequency": 0.45, "mean_p1": 0.4})
+    'holds within sampling error: frequency is 1.0 SE above mean p1'
+    >>> corollary1_verdict({"labels": 10000, "mean_p0": 0.3, "frequency": 0.45, "mean_p1": 0.4})
+    'violated: frequency is 10.0 SE above mean p1'
+    """
+    n, p0, f, p1 = (last.get(k) for k in ("labels", "mean_p0", "frequency", "mean_p1"))
+    if not n or p0 is None or f is None or p1 is None:
+        return "no labels yet"
+    if p0 <= f <= p1:
+        return "holds: mean p0 <= frequency <= mean p1"
+    se = math.sqrt(max(f * (1 - f), 1.0 / n) / n)
+    k, side = ((p0 - f) / se, "below mean p0") if f < p0 else ((f - p1) / se, "above mean p1")
+    head = "holds within sampling error" if k <= 3 else "violated"
+    return f"{head}: frequency is {k:.1f} SE {side}"
+
+
+_SUMMARY_ROWS = (
+    ("labelled events", "labels"),
+    ("with a raw score", "raw_labels"),
+    ("events", "events"),
+    ("predictions", "predictions"),
+    ("pending labels", "pending"),
+    ("expired", "expired"),
+    ("dead letters", "dead_letters"),
+    ("events / s", "events_per_s"),
+    ("calibration set size", "calibration_size"),
+    ("model version", "version"),
+)
+_LOSS_ROWS = (
+    ("log loss", "log_loss", "recent_log_loss", "raw_log_loss", "recent_raw_log_loss"),
+    (
+        "square loss",
+        "square_loss",
+        "recent_square_loss",
+        "raw_square_loss",
+        "recent_raw_square_loss",
+    ),
+    ("ECE (binned)", "ece", None, "raw_ece", None),
+    ("mean p1 - p0", "mean_width", "recent_mean_width", None, None),
+)
+
+
+def summary(last: dict) -> dict:
+    """The numbers the page shows, by metric-log key (from the last line), plus the verdict."""
+    keys = [k for _, k in _SUMMARY_ROWS]
+    keys += [k for row in _LOSS_ROWS for k in row[1:] if k]
+    keys += ["mean_p0", "frequency", "mean_p1"]
+    out = {k: last[k] for k in keys if k in last}
+    out["corollary1"] = corollary1_verdict(last)
+    return out
+
+
+def _cell(last, key):
+    if key is None:
+        return "<td></td>"
+    v = last.get(key)
+    if v is None:
+        return f'<td data-key="{key}" data-value="null">–</td>'
+    if isinstance(v, int) or not isinstance(v, float):
+        text = html.escape(str(v))
+    else:
+        text = f"{v:.6g}"
+    return f'<td data-key="{key}" data-value="{html.escape(repr(v))}">{text}</td>'
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:60rem;
+margin:2rem auto;padding:0 1rem;color:#222;line-height:1.45}
+table{border-collapse:collapse;margin:0.5rem 0 1.5rem}
+td,th{border:1px solid #ccc;padding:0.25rem 0.6rem;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;height:auto}.note{color:#555;font-size:0.92rem}
+"""
+
+_READING = {
+    "reliability.png": (
+        "Reliability diagrams. Each dot is one bin of predictions: its mean predicted "
+        "probability (x) against how often the label was 1 (y); the bars under it count the "
+        "predictions per bin. A well calibrated forecaster stays on the dashed diagonal: a bar "
+        "of the 95% interval that misses the diagonal is a bin where the forecast is off by "
+        "more than chance explains. Left: Venn-Abers p; right: the raw model score."
+    ),
+    "loss.png": (
+        "Loss over time (lower is better), thick lines cumulative, thin lines over the last "
+        "window of labels. Calibration should bring the blue (calibrated) curves at or below "
+        "the orange (raw) ones; a rising thin curve is a recent change in the stream."
+    ),
+    "width.png": (
+        "Width of the Venn-Abers interval p1 - p0 (log-log axes): how unsure the calibration "
+        "still is of itself. It shrinks roughly like 1/n as the calibration set grows; a wide "
+        "or growing interval means too few labels, or scores the calibration set has not seen."
+    ),
+    "band.png": (
+        "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
+        "frequency of 1s (black) lies between mean p0 and mean p1 (blue band), up to sampling "
+        "error. The lower panel subtracts the frequency: the blue band should touch the grey "
+        "±2 standard-error band around 0. Leaving it for long means the stream is not "
+        "exchangeable (drift) or something upstream is broken."
+    ),
+}
+
+
+def _html(log, last, source, title, out: Path) -> str:
+    rows = "".join(
+        f"<tr><td>{name}</td>{_cell(last, key)}</tr>"
+        for name, key in _SUMMARY_ROWS
+        if last.get(key) is not None or key in ("labels",)
+    )
+    loss_rows = "".join(
+        f"<tr><td>{name}</td>" + "".join(_cell(last, k) for k in keys) + "</tr>"
+        for name, *keys in _LOSS_ROWS
+    )
+    band = (
+        f"<tr><td>mean p0</td>{_cell(last, 'mean_p0')}</tr>"
+        f"<tr><td>frequency of 1</td>{_cell(last, 'frequency')}</tr>"
+        f"<tr><td>mean p1</td>{_cell(last, 'mean_p1')}</tr>"
+        f'<tr><td>Corollary 1</td><td data-key="corollary1">'
+        f"{html.escape(corollary1_verdict(last))}</td></tr>"
+    )
+    figures = ""
+    for name in FIGURES:
+        data = base64.b64encode((out / name).read_bytes()).decode("ascii")
+        figures += (
+            f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
+            f'<figcaption class="note">{html.escape(_READING[name])} '
+            f'(<a href="{name}">{name}</a>)</figcaption></figure>\n'
+        )
+    if not last.get("reliability"):
+        figures = (
+            '<p class="note">This metric log carries no reliability bins (the processor writes '
+            "them with <code>snapshot(reliability=True)</code>), so the reliability diagrams are "
+            "empty.</p>\n" + figures
+        )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title><style>{_CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p class="note">Input: <code>{html.escape(source)}</code>, {len(log)} metric-log lines;
+numbers below are from the last line.</p>
+<h2>Summary</h2>
+<table>{rows}</table>
+<table><tr><th></th><th>calibrated</th><th>calibrated, recent</th><th>raw</th>
+<th>raw, recent</th></tr>{loss_rows}</table>
+<table>{band}</table>
+<h2>Figures</h2>
+{figures}
+</body></html>
+"""
+
+
+def write_report(
+    input_path,
+    out_dir,
+    *,
+    window: int = 1000,
+    bins: int = 10,
+    title: str | None = None,
+    progress: bool = False,
+    input_format: str = "auto",
+) -> Path:
+    """Write ``report.html`` and its PNG figures into ``out_dir``; return the HTML's path.
+
+    ``input_path`` is a metric log or a predictions file joined with labels (see
+    ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
+    ``"predictions"``). ``window`` and ``bins`` apply to predictions files (a metric log
+    carries its own). Raises ``ValueError`` naming the bad line, and
+    ``MissingDependencyError`` without matplotlib.
+    """
+    if input_format == "auto":
+        input_format = detect_format(input_path)
+    if input_format == "metrics":
+        log = read_metric_log(input_path, progress=progress)
+    elif input_format == "predictions":
+        log = metric_log_from_predictions(input_path, window=window, bins=bins, progress=progress)
+    else:
+        raise ValueError(
+            f'input_format must be "auto", "metrics" or "predictions", got {input_format!r}'
+        )
+    _figure()  # fail on a missing matplotlib before creating anything
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    last = log[-1]
+    reliability_figure(last, out / "reliability.png")
+    loss_figure(log, out / "loss.png")
+    width_figure(log, out / "width.png")
+    band_figure(log, out / "band.png")
+    source = os.fspath(input_path)
+    page = out / "report.html"
+    page.write_text(
+        _html(log, last, source, title or "streamcal calibration report", out), encoding="utf-8"
+    )
+    (out / "summary.json").write_text(json.dumps(summary(last), indent=1) + "\n", encoding="utf-8")
+    return page
