@@ -1,13 +1,112 @@
-"""`streamcal run` (not built yet)."""
+"""`streamcal run`: the Kafka stream processor."""
 
 from __future__ import annotations
 
+import argparse
+
+_GROUPS = {
+    "kafka": "Kafka connection",
+    "topics": "topics and message fields",
+    "model": "model",
+    "join": "joining events and labels",
+    "metrics": "metric lines",
+    "state": "checkpoints and recovery",
+}
+
+_DESCRIPTION = """\
+Read events and labels from Kafka, produce a calibrated prediction (Venn-Abers p0, p1 and
+their merge p) for every event before its label is read, join each label with its event's
+prediction, record its loss and let the model learn. Bad input goes to the dead-letter
+topic with a reason. Metric lines (JSON) go to stdout or a file and the metrics topic.
+
+Every option can also be set in the environment as STREAMCAL_<NAME> (e.g.
+STREAMCAL_BOOTSTRAP_SERVERS) or in a TOML file (--config) as <name> = value, top level or
+in a [run] table. Precedence: flag > environment > file > default.
+
+Checkpoints (--state-dir) are authenticated with HMAC-SHA256: give the key in
+STREAMCAL_CHECKPOINT_KEY or --checkpoint-key-file (a file outside the state directory,
+at least 16 bytes). On start the newest checkpoint is verified, restored, and reading
+resumes at its offsets; without --state-dir the processor starts from the beginning of
+the topics. Delivery is at least once: after a crash the predictions since the last
+checkpoint are produced again, with identical values (dedupe by key = event id).
+SIGINT/SIGTERM stop gracefully (flush, checkpoint, commit).
+"""
+
 
 def register(sub) -> None:
-    p = sub.add_parser("run", help="(coming) run")
+    from streamcal.stream.config import SETTINGS
+
+    p = sub.add_parser(
+        "run",
+        help="run the Kafka stream processor",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    p.add_argument(
+        "--max-idle-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds without a new record (default: run until stopped)",
+    )
+    p.add_argument(
+        "--log-level", default="WARNING", help="logging level on stderr (default: WARNING)"
+    )
+    groups = {name: p.add_argument_group(title) for name, title in _GROUPS.items()}
+    for f in SETTINGS:
+        if not f.metadata.get("flag", True):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        kind = str(f.type).split("|")[0].strip()
+        help_text = f"{f.metadata['help']} (default: {f.default}; ${'STREAMCAL_' + f.name.upper()})"
+        help_text = help_text.replace("%", "%%")
+        group = groups[f.metadata["group"]]
+        if kind == "bool":
+            group.add_argument(
+                flag,
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            conv = {"int": int, "float": float, "str": str}[kind]
+            group.add_argument(flag, dest=f.name, type=conv, default=None, help=help_text)
     p.set_defaults(func=_main)
 
 
 def _main(args) -> int:
-    print("streamcal run: coming soon — the stream processor is not built yet.")
+    import logging
+    import os
+    import signal
+    import threading
+
+    from streamcal.cli import UsageError
+    from streamcal.stream.checkpoint import CheckpointError
+    from streamcal.stream.config import ProcessorConfig
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        config = ProcessorConfig.from_sources(vars(args), os.environ, args.config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+    from streamcal.stream.processor import Processor
+
+    try:
+        processor = Processor(config)
+    except (ValueError, CheckpointError) as exc:
+        raise UsageError(str(exc)) from None
+
+    stop = threading.Event()
+
+    def _stop(signum, frame):
+        if stop.is_set():  # a second signal: stop now
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
     return 0

@@ -1,0 +1,390 @@
+"""Settings of the stream processor: one dataclass, filled from flags, environment and TOML.
+
+Every setting has one name used everywhere: the field ``events_topic`` is the flag
+``--events-topic``, the environment variable ``STREAMCAL_EVENTS_TOPIC`` and the TOML key
+``events_topic`` (or ``events-topic``; top level or in a ``[run]`` table). Precedence:
+flag > environment > TOML file > default.
+
+>>> cfg = ProcessorConfig.from_sources({"model": "gnb"}, env={"STREAMCAL_MODE": "sva"})
+>>> cfg.model, cfg.mode, cfg.events_topic
+('gnb', 'sva', 'streamcal.events')
+>>> ProcessorConfig.from_sources({"pending_max": 0})
+Traceback (most recent call last):
+...
+ValueError: pending_max must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
+
+ENV_PREFIX = "STREAMCAL_"
+
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+_MERGES = ("log", "square", "mean")
+
+
+def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
+    return field(
+        default=default,
+        metadata={"help": help, "group": group, "secret": secret, "flag": flag},
+    )
+
+
+@dataclass(frozen=True)
+class ProcessorConfig:
+    """All settings of ``streamcal run`` (see ``streamcal run --help``)."""
+
+    # --- Kafka ---
+    bootstrap_servers: str = _opt(
+        "127.0.0.1:9092", "Kafka bootstrap servers, host:port[,...]", "kafka"
+    )
+    group_id: str = _opt(
+        "streamcal",
+        "consumer group; used only to commit consumed offsets for lag monitoring "
+        "(the processor reads all partitions itself and resumes from its checkpoint)",
+        "kafka",
+    )
+    client_id: str = _opt("streamcal", "Kafka client id", "kafka")
+    security_protocol: str = _opt("PLAINTEXT", "one of " + ", ".join(_SECURITY_PROTOCOLS), "kafka")
+    sasl_mechanism: str | None = _opt(None, "SASL mechanism, e.g. PLAIN or SCRAM-SHA-256", "kafka")
+    sasl_username: str | None = _opt(None, "SASL user name", "kafka")
+    sasl_password: str | None = _opt(
+        None, "SASL password (prefer the environment variable)", "kafka", secret=True
+    )
+    ssl_cafile: str | None = _opt(None, "CA certificate file (PEM) for TLS", "kafka")
+    ssl_certfile: str | None = _opt(None, "client certificate file (PEM) for TLS", "kafka")
+    ssl_keyfile: str | None = _opt(None, "client private key file (PEM) for TLS", "kafka")
+    ssl_check_hostname: bool = _opt(
+        True, "check the broker's host name against its certificate", "kafka"
+    )
+
+    # --- topics and message fields ---
+    events_topic: str = _opt("streamcal.events", "input topic of events", "topics")
+    labels_topic: str = _opt("streamcal.labels", "input topic of labels", "topics")
+    predictions_topic: str = _opt("streamcal.predictions", "output topic of predictions", "topics")
+    dead_letter_topic: str = _opt(
+        "streamcal.dead-letters", "output topic of rejected input", "topics"
+    )
+    metrics_topic: str | None = _opt(
+        None, "output topic of metric lines (off unless set)", "topics"
+    )
+    id_field: str = _opt("id", "JSON field holding the event id (events and labels)", "topics")
+    features_field: str = _opt("features", "JSON field holding the features object", "topics")
+    label_field: str = _opt("label", "JSON field holding the label (0/1 or true/false)", "topics")
+    timestamp_field: str = _opt(
+        "ts", "optional JSON field holding the event time (unix s)", "topics"
+    )
+
+    # --- model ---
+    model: str = _opt(
+        "logreg",
+        "scoring model: logreg (scaled logistic regression), gnb (Gaussian naive Bayes), "
+        "hoeffding (Hoeffding tree), or module:function returning a river classifier",
+        "model",
+    )
+    mode: str | None = _opt(
+        None, "Venn-Abers mode: pretrained, sva or va (default: the learner's)", "model"
+    )
+    window: int | None = _opt(None, "calibration window (default: the learner's)", "model")
+    merge: str = _opt("log", "merge of (p0, p1) used as p: log, square or mean", "model")
+
+    # --- joining events and labels (times are record times, in seconds) ---
+    pending_ttl: float = _opt(
+        86400.0, "an event waits at most this long (record time, s) for its label", "join"
+    )
+    pending_max: int = _opt(1_000_000, "at most this many events wait for labels", "join")
+    label_wait: float = _opt(
+        300.0, "a label that arrives before its event waits this long (record time, s)", "join"
+    )
+    label_wait_max: int = _opt(100_000, "at most this many labels wait for their events", "join")
+    dedupe_window: int = _opt(
+        1_000_000, "remember this many finished ids to reject duplicate events and labels", "join"
+    )
+    merge_wait: float = _opt(
+        5.0,
+        "at most this many wall-clock seconds to wait for a partition that has unread data "
+        "before processing others (the deterministic merge's bound)",
+        "join",
+    )
+
+    # --- metrics ---
+    metrics_file: str | None = _opt(
+        "-", "metric lines go here ('-' = stdout, 'none' = off)", "metrics"
+    )
+    metrics_every: int = _opt(1000, "write a metric line every this many labels", "metrics")
+    metrics_interval: float = _opt(10.0, "... and at least every this many seconds", "metrics")
+    tracker_window: int = _opt(1000, "labels in the 'recent' metrics", "metrics")
+    tracker_bins: int = _opt(10, "bins of the calibration-error estimate", "metrics")
+    metrics_port: int | None = _opt(None, "serve Prometheus metrics on this port", "metrics")
+    metrics_addr: str = _opt("127.0.0.1", "address of the Prometheus endpoint", "metrics")
+
+    # --- state ---
+    state_dir: str | None = _opt(
+        None, "directory of checkpoints (none: no recovery, restart replays the topics)", "state"
+    )
+    checkpoint_interval: float = _opt(30.0, "seconds between checkpoints", "state")
+    checkpoint_keep: int = _opt(3, "checkpoints kept in the state directory", "state")
+    checkpoint_key_file: str | None = _opt(
+        None,
+        "file holding the checkpoint HMAC key (outside the state dir); "
+        "or set STREAMCAL_CHECKPOINT_KEY",
+        "state",
+    )
+    checkpoint_key: str | None = _opt(
+        None, "checkpoint HMAC key (environment only)", "state", secret=True, flag=False
+    )
+
+    # --- throughput ---
+    poll_max_records: int = _opt(2000, "records per consumer poll", "kafka")
+    linger_ms: int = _opt(5, "producer linger (ms)", "kafka")
+
+    # ------------------------------------------------------------------
+    @classmethod
+    def from_sources(
+        cls,
+        cli_args: Mapping | None = None,
+        env: Mapping[str, str] | None = None,
+        toml_path: str | os.PathLike | None = None,
+    ) -> ProcessorConfig:
+        """Merge flag values (None = not given), ``STREAMCAL_*`` variables and a TOML file.
+
+        ``env`` defaults to ``os.environ``. Raises ``ValueError`` (one line) for bad values.
+        """
+        env = os.environ if env is None else env
+        values: dict = {}
+        if toml_path is not None:
+            values.update(_read_toml(toml_path))
+        for f in dataclasses.fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = _parse(f, raw, f"${ENV_PREFIX}{f.name.upper()}")
+        for name, value in (cli_args or {}).items():
+            if value is not None and name in _FIELDS:
+                values[name] = value
+        return cls.build(**values)
+
+    @classmethod
+    def build(cls, **values) -> ProcessorConfig:
+        """Construct and validate; string values are converted to the field's type."""
+        kwargs = {}
+        for name, value in values.items():
+            if name not in _FIELDS:
+                raise ValueError(f"unknown setting {name!r}")
+            f = _FIELDS[name]
+            kwargs[name] = _parse(f, value, name) if isinstance(value, str) else value
+        cfg = cls(**kwargs)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` with a one-line message naming the bad setting."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                if not _optional(f):
+                    raise ValueError(f"{f.name} must be set")
+                continue
+            want = _base_type(f)
+            if want is float and isinstance(v, int) and not isinstance(v, bool):
+                continue
+            if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                raise ValueError(f"{f.name} must be a {want.__name__}, got {v!r}")
+            if want is str and f.name not in ("metrics_file",) and not v.strip():
+                raise ValueError(f"{f.name} must not be empty")
+        for name in (
+            "pending_max",
+            "label_wait_max",
+            "dedupe_window",
+            "metrics_every",
+            "tracker_window",
+            "tracker_bins",
+            "checkpoint_keep",
+            "poll_max_records",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be >= 1, got {self.window}")
+        if self.linger_ms < 0:
+            raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
+        for name in (
+            "pending_ttl",
+            "label_wait",
+            "merge_wait",
+            "metrics_interval",
+            "checkpoint_interval",
+        ):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
+        inputs = {self.events_topic, self.labels_topic}
+        if len(inputs) < 2:
+            raise ValueError("events_topic and labels_topic must differ")
+        outputs = [self.predictions_topic, self.dead_letter_topic, self.metrics_topic]
+        for out in outputs:
+            if out in inputs:
+                raise ValueError(f"output topic {out!r} is also an input topic")
+        if self.mode is not None and self.mode not in ("pretrained", "sva", "va"):
+            raise ValueError(f"mode must be one of pretrained, sva, va; got {self.mode!r}")
+        if self.merge not in _MERGES:
+            raise ValueError(f"merge must be one of {', '.join(_MERGES)}; got {self.merge!r}")
+        if self.security_protocol not in _SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security_protocol must be one of {', '.join(_SECURITY_PROTOCOLS)}; "
+                f"got {self.security_protocol!r}"
+            )
+        if "SASL" in self.security_protocol:
+            if self.sasl_mechanism not in _SASL_MECHANISMS:
+                raise ValueError(
+                    f"sasl_mechanism must be one of {', '.join(_SASL_MECHANISMS)} with "
+                    f"{self.security_protocol}; got {self.sasl_mechanism!r}"
+                )
+            if self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+                self.sasl_username and self.sasl_password
+            ):
+                raise ValueError(
+                    f"sasl_username and sasl_password are needed for {self.sasl_mechanism}"
+                )
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{name}: no such file {path!r}")
+        if self.checkpoint_key_file is not None:
+            key_file = Path(self.checkpoint_key_file)
+            if not key_file.is_file():
+                raise ValueError(f"checkpoint_key_file: no such file {str(key_file)!r}")
+            if self.state_dir is not None and _inside(key_file, Path(self.state_dir)):
+                raise ValueError(
+                    "checkpoint_key_file must be outside the state directory "
+                    "(whoever can write checkpoints must not be able to read the key)"
+                )
+        if (
+            self.state_dir is not None
+            and self.checkpoint_key is None
+            and self.checkpoint_key_file is None
+        ):
+            raise ValueError(
+                "state_dir needs a checkpoint key: set STREAMCAL_CHECKPOINT_KEY or "
+                "--checkpoint-key-file (a file outside the state directory)"
+            )
+        if self.model not in ("logreg", "gnb", "hoeffding") and ":" not in self.model:
+            raise ValueError(
+                f"model must be logreg, gnb, hoeffding or module:function; got {self.model!r}"
+            )
+
+    def key_bytes(self) -> bytes | None:
+        """The checkpoint HMAC key (from the environment or the key file), or None."""
+        if self.checkpoint_key is not None:
+            key = self.checkpoint_key.encode()
+        elif self.checkpoint_key_file is not None:
+            key = Path(self.checkpoint_key_file).read_bytes().strip()
+        else:
+            return None
+        if len(key) < 16:
+            raise ValueError("the checkpoint key must be at least 16 bytes long")
+        return key
+
+    def kafka_client_settings(self) -> dict:
+        """Settings shared by the consumer and the producer (kafka-python names)."""
+        out = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism is not None:
+            out["sasl_mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            out["sasl_plain_username"] = self.sasl_username
+        if self.sasl_password is not None:
+            out["sasl_plain_password"] = self.sasl_password
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if "SSL" in self.security_protocol:
+            out["ssl_check_hostname"] = self.ssl_check_hostname
+        return out
+
+    def __repr__(self) -> str:  # never print secrets
+        parts = []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.metadata.get("secret") and v is not None:
+                v = "***"
+            parts.append(f"{f.name}={v!r}")
+        return f"ProcessorConfig({', '.join(parts)})"
+
+
+SETTINGS = dataclasses.fields(ProcessorConfig)
+_FIELDS = {f.name: f for f in SETTINGS}
+
+
+def _optional(f) -> bool:
+    return "None" in str(f.type)
+
+
+def _base_type(f) -> type:
+    t = str(f.type).split("|")[0].strip()
+    return {"str": str, "int": int, "float": float, "bool": bool}[t]
+
+
+def _parse(f, raw, where: str):
+    """Convert a string (environment, TOML or flag) to the field's type."""
+    if not isinstance(raw, str):
+        return raw
+    want = _base_type(f)
+    text = raw.strip()
+    if _optional(f) and text.lower() in ("", "none") and f.name != "metrics_file":
+        return None
+    try:
+        if want is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if want is int:
+            return int(text)
+        if want is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{where}: expected a {want.__name__}, got {raw!r}") from None
+    return raw
+
+
+def _read_toml(path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ValueError(f"config file not found: {str(path)!r}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"config file {str(path)!r}: {exc}") from None
+    if isinstance(data.get("run"), dict):
+        data = {**{k: v for k, v in data.items() if k != "run"}, **data["run"]}
+    out = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise ValueError(f"config file {str(path)!r}: unknown setting {key!r}")
+        out[name] = value
+    return out
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        path.resolve().relative_to(directory.resolve())
+    except ValueError:
+        return False
+    return True
