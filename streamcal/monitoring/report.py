@@ -154,12 +154,18 @@ def width_figure(log, path: Path) -> None:
     fig = _figure(7.0, 3.2)
     ax = fig.add_subplot()
     x = _series(log, "labels")
-    ax.plot(x, _series(log, "recent_mean_width"), color=_CAL, lw=0.8, alpha=0.5, label="rolling")
-    ax.plot(x, _series(log, "mean_width"), color=_CAL, lw=1.8, label="cumulative")
+    recent, cumulative = _series(log, "recent_mean_width"), _series(log, "mean_width")
+    ax.plot(x, recent, color=_CAL, lw=0.8, alpha=0.5, label="rolling")
+    ax.plot(x, cumulative, color=_CAL, lw=1.8, label="cumulative")
     ax.set_xlabel("labelled events")
     ax.set_ylabel("mean p1 - p0")
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    # Widths shrink like 1/n: log-log shows that as a line, when there is a range to show.
+    ys = [v for v in recent + cumulative if v > 0]
+    if ys and max(ys) > 2 * min(ys):
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     _save(fig, path)
@@ -292,7 +298,7 @@ _READING = {
         "the orange (raw) ones; a rising thin curve is a recent change in the stream."
     ),
     "width.png": (
-        "Width of the Venn-Abers interval p1 - p0 (log-log axes): how unsure the calibration "
+        "Width of the Venn-Abers interval p1 - p0 (log axes): how unsure the calibration "
         "still is of itself. It shrinks roughly like 1/n as the calibration set grows; a wide "
         "or growing interval means too few labels, or scores the calibration set has not seen."
     ),
