@@ -37,6 +37,8 @@ def a_metric_line():
         "dead_letters": 2,
         "events_per_s": 812.5,
         "calibration_size": 150,
+        "waiting_labels": 3,
+        "merge_stalls": 4,
         "version": "7",
     }
 
@@ -53,7 +55,7 @@ def test_scrape_shows_the_updated_line():
             assert samples[f"streamcal_{name}_total"].value == pytest.approx(line[key]), key
         for key, (name, _) in GAUGES.items():
             assert samples[f"streamcal_{name}"].value == pytest.approx(line[key], rel=1e-9), key
-        assert samples["streamcal_model_info"].labels == {"version": "7"}
+        assert samples["streamcal_build_info"].labels == {"version": "7"}
         # A later line replaces the values; undefined statistics disappear, not 0.
         exp.update({**line, "events": 300, "raw_log_loss": None})
         samples = scrape(exp)

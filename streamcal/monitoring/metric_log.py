@@ -69,6 +69,8 @@ STREAM_KEYS = (
     "pending",
     "expired",
     "dead_letters",
+    "waiting_labels",
+    "merge_stalls",
     "events_per_s",
     "calibration_size",
 )

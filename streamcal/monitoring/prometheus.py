@@ -34,9 +34,11 @@ COUNTERS = {
     "predictions": ("predictions", "Predictions produced."),
     "expired": ("expired", "Predictions whose label never came before the deadline."),
     "dead_letters": ("dead_letters", "Messages sent to the dead-letter topic."),
+    "merge_stalls": ("merge_stalls", "Times the ordered merge of partitions waited on one."),
 }
 GAUGES = {
     "pending": ("pending", "Predictions waiting for their label."),
+    "waiting_labels": ("waiting_labels", "Labels waiting for their event."),
     "events_per_s": ("events_per_second", "Recent event rate."),
     "calibration_size": ("calibration_size", "Labelled pairs in the calibration set."),
     "ts": ("last_update_timestamp_seconds", "Unix time of the metric-log line."),
@@ -85,8 +87,8 @@ class _LineCollector:
                 yield m
         if line.get("version") is not None:
             m = InfoMetricFamily(
-                f"{self.prefix}_model",
-                "Version of the model producing the scores.",
+                f"{self.prefix}_build",
+                "The version field of the metric line (streamcal's version).",
                 labels=self.label_names,
             )
             m.add_metric(self.label_values, {"version": str(line["version"])})

@@ -231,12 +231,14 @@ _SUMMARY_ROWS = (
     ("with a raw score", "raw_labels"),
     ("events", "events"),
     ("predictions", "predictions"),
-    ("pending labels", "pending"),
+    ("predictions waiting for a label", "pending"),
+    ("labels waiting for an event", "waiting_labels"),
     ("expired", "expired"),
     ("dead letters", "dead_letters"),
     ("events / s", "events_per_s"),
+    ("partition-merge stalls", "merge_stalls"),
     ("calibration set size", "calibration_size"),
-    ("model version", "version"),
+    ("streamcal version", "version"),
 )
 _LOSS_ROWS = (
     ("log loss", "log_loss", "recent_log_loss", "raw_log_loss", "recent_raw_log_loss"),
