@@ -1,21 +1,35 @@
-"""ScoreStore: the sorted (score, label) store that answers Venn-Abers queries.
+"""ScoreStore: the sorted (score, label) store that answers Venn-Abers queries exactly.
 
-PLACEHOLDER implementation (exact but O(n) per query); the fast incremental version
-replaces the internals behind the same API.
+Every answer equals the definition (two isotonic fits with the test point added, ties
+pooled) over the pairs held at that moment; the fast path never approximates.
+
+How: the distinct scores are kept as tie-pooled groups in a chunked sorted list, each chunk
+with the lower convex hull of its own cumulative sum diagram, plus the PAVA blocks of the
+whole set. A query reads one block (only hull vertices of the chunks it covers whole) and
+an update re-fits only the block it lands in. Counts are int64 and slopes are compared by
+cross-multiplication, so every answer is an exact fraction divided once. The kernels are in
+``streamcal.core._kernels`` (numba, compiled once and cached on disk).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sortedcontainers import SortedDict
 
-from streamcal.core._validate import check_arrays, check_label, check_score
+from streamcal.core import _kernels as K
+from streamcal.core._validate import check_arrays, check_label, check_score, check_test_scores
 
 __all__ = ["ScoreStore"]
+
+_MIN_CHUNKS = 8
 
 
 class ScoreStore:
     """Multiset of (score, label) pairs answering (p0, p1) for a new score.
+
+    ``query(x)`` returns the Venn-Abers pair: p0 (p1) is the isotonic fit at ``x`` after
+    adding ``(x, 0)`` (``(x, 1)``) to the pairs held, equal scores pooled. An empty store
+    answers ``(0.0, 1.0)``; a score above every held score gets p1 = 1, below every held
+    score p0 = 0.
 
     >>> store = ScoreStore()
     >>> store.query(0.5)
@@ -26,52 +40,204 @@ class ScoreStore:
     (0.3333333333333333, 0.6666666666666666)
     >>> len(store)
     4
+    >>> store.remove(0.9, 1)
+    >>> p0, p1 = store.query_many([0.5, 1.0])
+    >>> p0.tolist(), p1.tolist()
+    ([0.3333333333333333, 0.3333333333333333], [0.6666666666666666, 1.0])
+    >>> store.remove(0.9, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: pair (0.9, 1) is not in the store
+
+    Bulk building sorts once:
+
+    >>> big = ScoreStore.from_arrays([0.3, 0.1, 0.3], [1, 0, 0])
+    >>> big.to_arrays()
+    (array([0.1, 0.3, 0.3]), array([0, 0, 1]))
     """
 
-    def __init__(self):
-        self._groups = SortedDict()  # score -> [count, ones]
-        self._n = 0
+    def __init__(self, *, _chunk: int = K.CAP):
+        # _chunk: groups per chunk, a tuning knob (tests use tiny chunks to exercise splits)
+        self._chunk = int(_chunk)
+        self._alloc(_MIN_CHUNKS, 16)
+
+    # ------------------------------------------------------------------ state
+
+    def _alloc(self, n_chunks: int, n_blocks: int) -> None:
+        cap = self._chunk
+        self._T = np.zeros((n_chunks, cap), np.float64)
+        self._CC = np.zeros((n_chunks, 2, cap + 1), np.int64)
+        self._HV = np.zeros((n_chunks, cap + 1), np.int32)
+        self._CM = np.zeros((n_chunks, 2), np.int64)
+        self._ORD = np.zeros(n_chunks, np.int64)
+        self._FIRST = np.zeros(n_chunks, np.float64)
+        self._FREE = np.zeros(n_chunks, np.int64)
+        self._BT = np.zeros(n_blocks, np.float64)
+        self._BWS = np.zeros((n_blocks, 2), np.int64)
+        self._META = np.zeros(K.META_SIZE, np.int64)
+
+    def _grow_chunks(self) -> None:
+        n = self._T.shape[0]
+        new = n + max(n // 2, _MIN_CHUNKS)
+
+        def grown(a):
+            b = np.zeros((new,) + a.shape[1:], a.dtype)
+            b[:n] = a
+            return b
+
+        self._T, self._CC, self._HV, self._CM = map(grown, (self._T, self._CC, self._HV, self._CM))
+        self._ORD, self._FIRST, self._FREE = map(grown, (self._ORD, self._FIRST, self._FREE))
+
+    def _grow_blocks(self, needed: int) -> None:
+        new = max(needed, 2 * self._BT.shape[0])
+        nb = int(self._META[K.M_NB])
+        bt = np.zeros(new, np.float64)
+        bws = np.zeros((new, 2), np.int64)
+        bt[:nb] = self._BT[:nb]
+        bws[:nb] = self._BWS[:nb]
+        self._BT, self._BWS = bt, bws
+
+    def _args(self):
+        return (
+            self._T,
+            self._CC,
+            self._HV,
+            self._CM,
+            self._ORD,
+            self._FIRST,
+            self._BT,
+            self._BWS,
+            self._META,
+        )
+
+    def _fix_blocks(self, code: int, x: float) -> None:
+        while code < 0:  # the block arrays were too small: nothing was changed, grow and redo
+            self._grow_blocks(-code)
+            code = K.fix_blocks(*self._args(), x)
 
     @classmethod
-    def from_arrays(cls, scores, labels) -> ScoreStore:
-        s, y = check_arrays(scores, labels)
-        store = cls()
-        for si, yi in zip(s.tolist(), y.tolist(), strict=True):
-            store.add(si, yi)
+    def _from_groups(cls, t, w, s, chunk: int = K.CAP) -> ScoreStore:
+        store = cls.__new__(cls)
+        store._chunk = int(chunk)
+        k = len(t)
+        fill = max(store._chunk // 2, 1)
+        nch = -(-k // fill)
+        store._alloc(max(nch + nch // 2, _MIN_CHUNKS), max(k + 2, 16))
+        if k:
+            pad = nch * fill - k
+            tt = np.concatenate([t, np.full(pad, t[-1])]).reshape(nch, fill)
+            ww = np.concatenate([w, np.zeros(pad, np.int64)]).reshape(nch, fill)
+            ss = np.concatenate([s, np.zeros(pad, np.int64)]).reshape(nch, fill)
+            store._T[:nch, :fill] = tt
+            np.cumsum(ww, axis=1, out=store._CC[:nch, 0, 1 : fill + 1])
+            np.cumsum(ss, axis=1, out=store._CC[:nch, 1, 1 : fill + 1])
+            store._CM[:nch, 0] = fill
+            store._CM[nch - 1, 0] = k - (nch - 1) * fill
+            store._ORD[:nch] = np.arange(nch)
+            store._FIRST[:nch] = tt[:, 0]
+            K.build_hulls(store._CC, store._HV, store._CM, nch)
+            meta = store._META
+            meta[K.M_M] = nch
+            meta[K.M_NIDS] = nch
+            meta[K.M_N] = int(w.sum())
+            meta[K.M_K] = k
+            meta[K.M_NB] = K.pava_blocks(t, w, s, store._BT, store._BWS)
         return store
 
+    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = int(self._META[K.M_K])
+        t = np.empty(k, np.float64)
+        w = np.empty(k, np.int64)
+        s = np.empty(k, np.int64)
+        K.groups(self._T, self._CC, self._CM, self._ORD, self._META, t, w, s)
+        return t, w, s
+
+    # ------------------------------------------------------------------ public API
+
+    @classmethod
+    def from_arrays(cls, scores, labels, *, _chunk: int = K.CAP) -> ScoreStore:
+        """A store holding the given pairs, built in O(n log n) (one sort)."""
+        s, y = check_arrays(scores, labels)
+        t, inverse, w = np.unique(s, return_inverse=True, return_counts=True)
+        ones = np.bincount(inverse.ravel(), weights=y, minlength=len(t)).astype(np.int64)
+        return cls._from_groups(t, w.astype(np.int64), ones, _chunk)
+
     def __len__(self) -> int:
-        return self._n
+        return int(self._META[K.M_N])
+
+    def __repr__(self) -> str:
+        return f"ScoreStore(n={len(self)}, distinct={int(self._META[K.M_K])})"
 
     def add(self, score, label) -> None:
-        score, label = check_score(score), check_label(label)
-        g = self._groups.setdefault(score, [0, 0])
-        g[0] += 1
-        g[1] += label
-        self._n += 1
+        """Add one (score, label) pair; ``ValueError`` (store unchanged) on bad input."""
+        x, y = check_score(score), check_label(label)
+        meta = self._META
+        if meta[K.M_NIDS] == self._T.shape[0] and meta[K.M_NFREE] == 0:
+            self._grow_chunks()
+        self._fix_blocks(K.add(*self._args(), self._FREE, x, y), x)
+
+    def add_many(self, scores, labels) -> None:
+        """Add many pairs at once; all are checked before any is added."""
+        s, y = check_arrays(scores, labels)
+        if len(s) <= 64 and len(s) * 64 <= len(self):
+            for si, yi in zip(s.tolist(), y.tolist(), strict=True):
+                self.add(si, yi)
+            return
+        t0, w0, s0 = self._groups()
+        merged = ScoreStore.from_arrays(
+            np.concatenate([np.repeat(t0, w0), s]),
+            np.concatenate([_labels(w0, s0), y]),
+            _chunk=self._chunk,
+        )
+        self.__dict__.update(merged.__dict__)
 
     def remove(self, score, label) -> None:
-        score, label = check_score(score), check_label(label)
-        g = self._groups.get(score)
-        if g is None or (g[1] if label else g[0] - g[1]) == 0:
+        """Remove one held pair; ``ValueError`` (store unchanged) if it is not held."""
+        x, y = check_score(score), check_label(label)
+        code = K.remove(*self._args(), self._FREE, x, y)
+        if code == K.ERR_NOT_HELD:
             raise ValueError(f"pair ({score!r}, {label!r}) is not in the store")
-        g[0] -= 1
-        g[1] -= label
-        self._n -= 1
-        if g[0] == 0:
-            del self._groups[score]
+        self._fix_blocks(code, x)
 
     def query(self, score) -> tuple[float, float]:
-        from streamcal.core.isotonic import venn_abers_bruteforce
+        """(p0, p1) for one test score, as Python floats."""
+        return K.query_one(*self._args(), check_score(score))
 
-        score = check_score(score)
-        t = np.array(self._groups.keys(), dtype=float)
-        cw = np.array([g[0] for g in self._groups.values()], dtype=np.int64)
-        cs = np.array([g[1] for g in self._groups.values()], dtype=np.int64)
-        scores = np.repeat(t, cw)
-        labels = (
-            np.concatenate([np.repeat([1, 0], [o, c - o]) for c, o in zip(cw, cs, strict=False)])
-            if len(t)
-            else np.array([], dtype=np.int64)
-        )
-        return venn_abers_bruteforce(scores, labels.astype(np.int64), score)
+    def query_many(self, scores) -> tuple[np.ndarray, np.ndarray]:
+        """(p0, p1) arrays for many test scores, in one call into the kernels."""
+        x = check_test_scores(scores)
+        flat = np.ascontiguousarray(x.ravel())
+        p0 = np.empty(flat.shape[0])
+        p1 = np.empty(flat.shape[0])
+        K.query_many(*self._args(), flat, p0, p1)
+        return p0.reshape(x.shape), p1.reshape(x.shape)
+
+    def clear(self) -> None:
+        """Remove every pair."""
+        self._alloc(_MIN_CHUNKS, 16)
+
+    def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All pairs held, sorted by score (label 0 before 1 within a score)."""
+        t, w, s = self._groups()
+        return np.repeat(t, w), _labels(w, s)
+
+    def __getstate__(self):
+        # numba-independent plain arrays: the groups; blocks and hulls are rebuilt on load
+        t, w, s = self._groups()
+        return {"version": 1, "t": t, "w": w, "s": s, "chunk": self._chunk}
+
+    def __setstate__(self, state):
+        store = ScoreStore._from_groups(state["t"], state["w"], state["s"], state["chunk"])
+        self.__dict__.update(store.__dict__)
+
+
+def _labels(w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Labels of the expanded groups: per group, w - s zeros then s ones."""
+    zeros = w - s
+    flags = np.empty(2 * len(w), np.int64)
+    flags[0::2] = 0
+    flags[1::2] = 1
+    counts = np.empty(2 * len(w), np.int64)
+    counts[0::2] = zeros
+    counts[1::2] = s
+    return np.repeat(flags, counts)
