@@ -119,29 +119,35 @@ def reliability_figure(last: dict, path: Path) -> None:
     _save(fig, path)
 
 
+def _settled_limits(x, series):
+    """y limits of the series after the first 5% of labels (the warm-up can be off-scale)."""
+    start = 0.05 * max((v for v in x if v == v), default=0.0)
+    ys = [v for s in series for xi, v in zip(x, s, strict=True) if xi >= start and v == v]
+    if not ys:
+        return None
+    lo, hi = min(ys), max(ys)
+    pad = 0.05 * (hi - lo) or 0.05 * abs(hi) or 0.05
+    return lo - pad, hi + pad
+
+
 def loss_figure(log, path: Path) -> None:
     fig = _figure(8.0, 3.8)
     x = _series(log, "labels")
     for i, (name, key) in enumerate((("log loss", "log_loss"), ("square loss", "square_loss"))):
         ax = fig.add_subplot(1, 2, i + 1)
-        ax.plot(
-            x,
-            _series(log, "recent_" + key),
-            color=_CAL,
-            lw=0.8,
-            alpha=0.45,
-            label="calibrated, rolling",
-        )
-        ax.plot(
-            x,
-            _series(log, "recent_raw_" + key),
-            color=_RAW,
-            lw=0.8,
-            alpha=0.45,
-            label="raw, rolling",
-        )
-        ax.plot(x, _series(log, key), color=_CAL, lw=1.8, label="calibrated, cumulative")
-        ax.plot(x, _series(log, "raw_" + key), color=_RAW, lw=1.8, label="raw, cumulative")
+        lines = [
+            ("recent_" + key, _CAL, 0.8, 0.45, "calibrated, rolling"),
+            ("recent_raw_" + key, _RAW, 0.8, 0.45, "raw, rolling"),
+            (key, _CAL, 1.8, 1.0, "calibrated, cumulative"),
+            ("raw_" + key, _RAW, 1.8, 1.0, "raw, cumulative"),
+        ]
+        series = []
+        for k, colour, lw, alpha, label in lines:
+            series.append(_series(log, k))
+            ax.plot(x, series[-1], color=colour, lw=lw, alpha=alpha, label=label)
+        limits = _settled_limits(x, series)
+        if limits is not None:
+            ax.set_ylim(*limits)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("labelled events")
         ax.grid(alpha=0.3)
@@ -296,8 +302,9 @@ _READING = {
     ),
     "loss.png": (
         "Loss over time (lower is better), thick lines cumulative, thin lines over the last "
-        "window of labels. Calibration should bring the blue (calibrated) curves at or below "
-        "the orange (raw) ones; a rising thin curve is a recent change in the stream."
+        "window of labels; the y axis fits the curves after the first 5% of labels. "
+        "Calibration should bring the blue (calibrated) curves at or below the orange (raw) "
+        "ones; a rising thin curve is a recent change in the stream."
     ),
     "width.png": (
         "Width of the Venn-Abers interval p1 - p0 (log axes): how unsure the calibration "
