@@ -30,8 +30,10 @@ from streamcal.core import (  # noqa: E402
 )
 
 # --- learner ---
+from streamcal.learner import VennAbersClassifier, VennAbersInterval  # noqa: E402
 
 # --- monitoring ---
+from streamcal.monitoring import CalibrationTracker, PrometheusExporter, write_report  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -47,5 +49,10 @@ __all__ = [
     "venn_abers",
     "venn_abers_bruteforce",
     # learner
+    "VennAbersClassifier",
+    "VennAbersInterval",
     # monitoring
+    "CalibrationTracker",
+    "PrometheusExporter",
+    "write_report",
 ]

@@ -1,0 +1,72 @@
+"""Simplified Venn-Abers (Vovk & Petej 2014, Algorithm 2) online, over a window.
+
+The model learns every labelled object at once; the object is then scored by the model
+that has just learned it (in-sample, as in Algorithm 2, where the scoring function is
+trained on the whole training set) and its (score, label) pair enters the store. Scores
+are never recomputed unless ``refresh_every`` is set: then, every ``refresh_every``
+labels, the whole window is rescored with the current model, which makes the store
+exactly Algorithm 2 over the window at that moment.
+
+No validity guarantee: in-sample scores are not those of a Venn predictor (Proposition
+2 of the paper), and stale scores from an online model that keeps changing its scale
+can be badly biased. Cost per labelled event: one ``learn_one``, one score, one store
+update (plus ``window / refresh_every`` rescorings when refreshing).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from streamcal.core import ScoreStore
+from streamcal.learner.scoring import canonical, score_many, score_one
+
+__all__ = ["SimplifiedVennAbers"]
+
+
+class SimplifiedVennAbers:
+    """State of the "sva" mode (see the module docstring).
+
+    ``window=None`` keeps every pair (no forgetting, and no features are kept).
+
+    >>> from river import linear_model
+    >>> va = SimplifiedVennAbers(linear_model.LogisticRegression(), window=3, refresh_every=None)
+    >>> for i in range(5):
+    ...     va.learn({"a": float(i)}, i % 2)
+    >>> va.calibration_size
+    3
+    """
+
+    def __init__(self, model, window: int | None, refresh_every: int | None):
+        self.model = model
+        self.window = window
+        self.refresh_every = refresh_every
+        self.store = ScoreStore()
+        # (features or None, label, score), oldest first; unused when window is None
+        self.pairs: deque = deque()
+        self.n_seen = 0
+
+    @property
+    def calibration_size(self) -> int:
+        return len(self.store)
+
+    def predict(self, x) -> tuple[float, float, float]:
+        s = score_one(self.model, x)
+        p0, p1 = self.store.query(s)
+        return s, p0, p1
+
+    def learn(self, x, y: int) -> None:
+        x = canonical(x)  # a copy, in the order the model always sees
+        self.model.learn_one(x, bool(y))
+        s = score_one(self.model, x)
+        self.store.add(s, y)
+        self.n_seen += 1
+        if self.window is None:
+            return
+        self.pairs.append((x if self.refresh_every else None, y, s))
+        if len(self.pairs) > self.window:
+            _, yo, so = self.pairs.popleft()
+            self.store.remove(so, yo)
+        if self.refresh_every and self.n_seen % self.refresh_every == 0:
+            scores = score_many(self.model, [p[0] for p in self.pairs])
+            self.pairs = deque((p[0], p[1], s) for p, s in zip(self.pairs, scores, strict=True))
+            self.store = ScoreStore.from_arrays(scores, [p[1] for p in self.pairs])

@@ -1,0 +1,80 @@
+"""Venn-Abers predictor (Vovk & Petej 2014, Algorithm 1) over a window of labelled objects.
+
+For a test object x and each hypothetical label y in {0, 1}, a copy of the current model
+learns (x, y); the copy then scores x and every object of the window, and p_y is the
+isotonic calibrator of the window plus (x, y) read at x's score. The model itself learns
+each labelled object when the label comes, and the window keeps the last ``window``
+labelled objects with their features.
+
+This is Algorithm 1 with the window as training set, the model's earlier history acting
+as fixed prior knowledge. It is exactly a Venn predictor, hence valid, when the model's
+state after learning the window and x does not depend on their order (e.g. Gaussian naive
+Bayes: sums of sufficient statistics); for order-dependent learners such as SGD it is the
+faithful online reading of Algorithm 1. Cost per prediction: two model copies, two
+``learn_one`` and 2 * (window + 1) scores, i.e. O(window).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import deque
+
+import numpy as np
+
+from streamcal.core import venn_abers
+from streamcal.learner.scoring import canonical, score_many, score_one
+
+__all__ = ["VennAbers"]
+
+
+class VennAbers:
+    """State of the "va" mode (see the module docstring).
+
+    >>> from river import naive_bayes
+    >>> va = VennAbers(naive_bayes.GaussianNB(), window=4)
+    >>> for i in range(6):
+    ...     va.learn({"a": float(i)}, i % 2)
+    >>> va.calibration_size
+    4
+    """
+
+    def __init__(self, model, window: int):
+        self.model = model
+        self.window = window
+        self.objects: deque = deque()  # (features, label), oldest first
+        self.version = 0  # bumped at every learn; guards the prediction cache
+        self._cache = None  # (features, version, prediction) of the last object predicted
+
+    @property
+    def calibration_size(self) -> int:
+        return len(self.objects)
+
+    def predict(self, x) -> tuple[float, float, float]:
+        # predict_proba_one then predict_one on the same object costs one computation.
+        cache = self._cache
+        if cache is not None and cache[1] == self.version and cache[0] == x:
+            return cache[2]
+        x = canonical(x)
+        s = score_one(self.model, x)
+        xs = [o[0] for o in self.objects]
+        xs.append(x)
+        labels = np.fromiter((o[1] for o in self.objects), dtype=np.int64, count=len(xs) - 1)
+        # A pickle round-trip copies the exact state, 2-3x faster than deepcopy for river models.
+        model_bytes = pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL)
+        p = []
+        for y in (0, 1):
+            m = pickle.loads(model_bytes)
+            m.learn_one(x, bool(y))
+            scores = np.asarray(score_many(m, xs), dtype=float)
+            py = venn_abers(scores[:-1], labels, scores[-1:])[y]
+            p.append(float(py[0]))
+        self._cache = (x, self.version, (s, p[0], p[1]))
+        return s, p[0], p[1]
+
+    def learn(self, x, y: int) -> None:
+        x = canonical(x)  # a copy, in the order the model always sees
+        self.model.learn_one(x, bool(y))
+        self.version += 1
+        self.objects.append((x, y))
+        if len(self.objects) > self.window:
+            self.objects.popleft()

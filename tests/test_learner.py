@@ -1,0 +1,168 @@
+"""VennAbersClassifier: river conventions, API, bad input, state round-trips."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+from river import (
+    checks,
+    compose,
+    datasets,
+    evaluate,
+    linear_model,
+    metrics,
+    naive_bayes,
+    preprocessing,
+    tree,
+)
+
+from streamcal import VennAbersClassifier, VennAbersInterval
+from streamcal.learner import MODES
+
+
+def lr():
+    return preprocessing.StandardScaler() | linear_model.LogisticRegression()
+
+
+MODELS = {
+    "lr": lr,
+    "gnb": naive_bayes.GaussianNB,
+    "ht": lambda: tree.HoeffdingTreeClassifier(grace_period=50),
+}
+
+
+def make(mode, model="lr", **kw):
+    if mode == "va":
+        kw.setdefault("window", 5 if model != "lr" else 20)
+    return VennAbersClassifier(MODELS[model](), mode=mode, **kw)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("mode", MODES)
+def test_check_estimator(mode, model):
+    checks.check_estimator(make(mode, model))
+
+
+def test_default_mode_is_valid_one():
+    assert VennAbersClassifier(lr()).mode == "pretrained"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_interval_and_proba_agree(mode):
+    clf = make(mode, merge="square")
+    for x, y in datasets.Phishing().take(150):
+        iv = clf.predict_interval_one(x)
+        assert isinstance(iv, VennAbersInterval)
+        assert 0.0 <= iv.p0 <= iv.p1 <= 1.0
+        assert iv.p0 <= iv.p <= iv.p1
+        proba = clf.predict_proba_one(x)
+        assert proba == {False: 1.0 - iv.p, True: iv.p}
+        assert clf.predict_one(x) == (iv.p > 0.5)
+        clf.learn_one(x, int(y))  # 0/1 labels are accepted as well as bools
+    assert 0 < clf.calibration_size <= 150
+
+
+def test_interval_score_is_the_wrapped_models():
+    clf = VennAbersClassifier(lr(), mode="sva", window=50)
+    x0 = next(iter(datasets.Phishing()))[0]
+    assert clf.predict_interval_one(x0).score == 0.5  # the model returns {} before learning
+    for x, y in datasets.Phishing().take(60):
+        clf.learn_one(x, y)
+    assert clf.predict_interval_one(x0).score == clf.model.predict_proba_one(x0)[True]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_copy_and_pickle_preserve_state(mode, how):
+    clf = make(mode, window=30, refresh_every=7)
+    stream = list(datasets.Phishing().take(140))
+    for x, y in stream[:100]:
+        clf.predict_proba_one(x)
+        clf.learn_one(x, y)
+    twin = copy.deepcopy(clf) if how == "deepcopy" else pickle.loads(pickle.dumps(clf))
+    assert twin.model is not clf.model
+    for x, y in stream[100:]:
+        assert twin.predict_interval_one(x) == clf.predict_interval_one(x)
+        clf.learn_one(x, y)
+        twin.learn_one(x, y)
+    assert twin.calibration_size == clf.calibration_size
+
+
+def test_clone_forgets_and_keeps_params():
+    clf = VennAbersClassifier(lr(), mode="sva", merge="mean", window=40, refresh_every=9)
+    for x, y in datasets.Phishing().take(50):
+        clf.learn_one(x, y)
+    fresh = clf.clone()
+    assert fresh.calibration_size == 0
+    assert (fresh.mode, fresh.merge, fresh.window, fresh.refresh_every) == ("sva", "mean", 40, 9)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"model": linear_model.LinearRegression()}, TypeError, "LinearRegression"),
+        ({"model": preprocessing.StandardScaler()}, TypeError, "StandardScaler"),
+        ({"model": "lr"}, TypeError, "'lr'"),
+        ({"mode": "ivap"}, ValueError, "'ivap'"),
+        ({"merge": "geometric"}, ValueError, "'geometric'"),
+        ({"window": 0}, ValueError, "window must be a positive integer, got 0"),
+        ({"window": 2.5}, ValueError, "2.5"),
+        ({"window": None}, ValueError, "None"),
+        ({"mode": "va", "window": None}, ValueError, "None"),
+        ({"refresh_every": -1}, ValueError, "refresh_every"),
+        ({"mode": "sva", "window": None, "refresh_every": 10}, ValueError, "finite window"),
+    ],
+)
+def test_bad_construction_is_refused(kwargs, error, match):
+    kwargs = {"model": lr(), **kwargs}
+    with pytest.raises(error, match=match):
+        VennAbersClassifier(**kwargs)
+
+
+def test_sva_accepts_unbounded_window():
+    clf = VennAbersClassifier(lr(), mode="sva", window=None)
+    for x, y in datasets.Phishing().take(30):
+        clf.learn_one(x, y)
+    assert clf.calibration_size == 30
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("label", [2, -1, 0.5, 1.0, "yes", None])
+def test_bad_label_is_refused_and_state_kept(mode, label):
+    clf = make(mode)
+    stream = list(datasets.Phishing().take(21))
+    for x, y in stream[:20]:
+        clf.learn_one(x, y)
+    x = stream[20][0]
+    before = pickle.dumps(clf)
+    with pytest.raises(ValueError, match="label must be 0/1 or False/True"):
+        clf.learn_one(x, label)
+    assert pickle.dumps(clf) == before
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_as_last_step_of_a_pipeline(mode):
+    pipe = preprocessing.StandardScaler() | VennAbersClassifier(
+        linear_model.LogisticRegression(), mode=mode, window=20
+    )
+    metric = evaluate.progressive_val_score(datasets.Phishing().take(150), pipe, metrics.LogLoss())
+    assert 0.0 < metric.get() < 0.69
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_progressive_val_score_with_delay(mode):
+    clf = make(mode)
+    metric = evaluate.progressive_val_score(
+        datasets.Phishing().take(150), clf, metrics.LogLoss(), delay=10
+    )
+    assert 0.0 < metric.get() < 0.69
+
+
+def test_wrapping_a_pipeline_with_one_hot_features():
+    model = compose.Select("empty_server_form_handler", "popup_window") | lr()
+    clf = VennAbersClassifier(model, window=30)
+    for x, y in datasets.Phishing().take(100):
+        assert 0.0 < clf.predict_proba_one(x)[True] < 1.0
+        clf.learn_one(x, y)
