@@ -1,0 +1,85 @@
+"""End to end against a real tansu broker: the processor's metric log and Prometheus
+endpoint during a run, then `streamcal report` on that metric log."""
+
+from __future__ import annotations
+
+import html
+import re
+import socket
+import urllib.request
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streamcal.cli import main
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.processor import Processor
+from tests._kafka_helpers import base_settings, produce_stream, synthetic_stream
+
+pytest.importorskip("matplotlib")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_topics, tmp_path):
+    n = 600
+    events, labels = synthetic_stream(n, seed=11, label_delay_ms=1)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    metrics_file = tmp_path / "metrics.jsonl"
+    port = free_port()
+    config = ProcessorConfig.build(
+        **base_settings(
+            kafka_broker,
+            unique_topics,
+            metrics_file=str(metrics_file),
+            metrics_every=100,
+            metrics_port=port,
+        )
+    )
+    scraped = []
+
+    def on_metrics(line):  # the exporter has been updated with this line just before
+        scraped.append((line, scrape(port)))
+
+    final = Processor(config).run(max_idle_s=1.5, on_metrics=on_metrics)
+
+    # Prometheus during the run showed exactly the line just written.
+    assert len(scraped) >= n // 100
+    for line, samples in scraped:
+        assert samples["streamcal_labels_total"].value == line["labels"]
+        assert samples["streamcal_events_total"].value == line["events"]
+        assert samples["streamcal_log_loss"].value == pytest.approx(line["log_loss"], rel=1e-12)
+        assert samples["streamcal_mean_p1"].value == pytest.approx(line["mean_p1"], rel=1e-12)
+        assert samples["streamcal_pending"].value == line["pending"]
+
+    lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]
+    assert lines[-1]["labels"] == final["labels"] == n
+    out = tmp_path / "report"
+    assert main(["report", str(metrics_file), "--out", str(out), "--no-progress"]) == 0
+    page = (out / "report.html").read_text()
+    shown = {
+        k: html.unescape(v) for k, v in re.findall(r'data-key="([^"]+)" data-value="([^"]*)"', page)
+    }
+    last = lines[-1]
+    checked = 0
+    for key, value in shown.items():
+        if key in ("version", "corollary1"):
+            continue
+        if value == "null":
+            assert last[key] is None, key
+        else:
+            assert float(value) == pytest.approx(last[key], rel=1e-12), key
+            checked += 1
+    assert checked >= 15
+    assert shown["version"].strip("'") == last["version"]
