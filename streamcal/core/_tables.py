@@ -42,6 +42,23 @@ def _blocks(X, Y):
 
 
 @njit(cache=True)
+def _below_next(X, Y, ends, e, num, den):
+    """Is block e + 1's mean below num / den (so the bridge must reach past end e)?"""
+    return (Y[ends[e + 1]] - Y[ends[e]]) * den < num * (X[ends[e + 1]] - X[ends[e]])
+
+
+@njit(cache=True)
+def _above_prev(X, Y, ends, e, num, den):
+    """Is block e's mean (it ends at anchor e) above num / den (so go left of anchor e)?"""
+    return (Y[ends[e]] - Y[ends[e - 1]]) * den > num * (X[ends[e]] - X[ends[e - 1]])
+
+
+@njit(cache=True)
+def _cross(ox, oy, ax, ay, bx, by):
+    return (ax - ox) * (by - oy) - (ay - oy) * (bx - ox)
+
+
+@njit(cache=True)
 def _max_to(sx, sy, h, ax, ay):
     """max over stack vertices (increasing x) of slope(vertex, A); A is right of all."""
     lo, hi = 0, h - 1
@@ -105,7 +122,7 @@ def tables(w, s):
             e = b
             num, den = _max_to(sx, sy, h, X[hi] + 1, Y[hi] + 1)
             # walk right while the next block's mean is below the bridge slope (galloping)
-            if e < nb and (Y[ends[e + 1]] - Y[ends[e]]) * den < num * (X[ends[e + 1]] - X[ends[e]]):
+            if e < nb and _below_next(X, Y, ends, e, num, den):
                 step = 1
                 good = e  # last end known to need extending past
                 while True:
@@ -146,7 +163,7 @@ def tables(w, s):
             num, den = _min_from(sx, sy, h, X[lo], Y[lo], 1)
             # walk left while the previous block's mean is above the bridge slope (galloping)
             e = b - 1  # the anchor is the start of block b, i.e. ends[e]
-            if e > 0 and (Y[ends[e]] - Y[ends[e - 1]]) * den > num * (X[ends[e]] - X[ends[e - 1]]):
+            if e > 0 and _above_prev(X, Y, ends, e, num, den):
                 step = 1
                 good = e
                 while True:
