@@ -174,3 +174,24 @@ def test_missing_matplotlib_gives_a_clear_error(tmp_path, monkeypatch, capsys):
     assert main(["report", str(tmp_path / "m.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "pip install" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+@pytest.mark.parametrize("labelled", [0, 1, 300])
+def test_report_of_a_run_with_few_or_no_labels(tmp_path, labelled):
+    """Lines written before the first label (all statistics null) must not break figures."""
+    rng = np.random.default_rng(4)
+    t = CalibrationTracker()
+    lines = [{**t.snapshot(), "events": 5}, {**t.snapshot(), "events": 9}]
+    for i in range(labelled):
+        s = rng.random()
+        t.update(max(0.0, s - 0.1), min(1.0, s + 0.1), int(rng.random() < s), score=s)
+        if i % 30 == 0:
+            lines.append(t.snapshot())
+    lines.append(t.snapshot(reliability=True))
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    page = write_report(tmp_path / "m.jsonl", tmp_path / "out").read_text()
+    for name in FIGURES:
+        check_png(tmp_path / "out" / name)
+    assert html_values(page)["labels"] == labelled
+    assert ("no labels yet" in page) == (labelled == 0)

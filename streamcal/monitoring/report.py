@@ -165,7 +165,8 @@ def width_figure(log, path: Path) -> None:
     ax.plot(x, cumulative, color=_CAL, lw=1.8, label="cumulative")
     ax.set_xlabel("labelled events")
     ax.set_ylabel("mean p1 - p0")
-    ax.set_xscale("log")
+    if any(xi > 0 for xi, wi in zip(x, cumulative, strict=True) if wi == wi):
+        ax.set_xscale("log")
     # Widths shrink like 1/n: log-log shows that as a line, when there is a range to show.
     ys = [v for v in recent + cumulative if v > 0]
     if ys and max(ys) > 2 * min(ys):
@@ -205,7 +206,8 @@ def band_figure(log, path: Path) -> None:
     bottom.set_ylabel("minus frequency")
     bottom.set_xlabel("labelled events")
     for ax in (top, bottom):
-        ax.set_xscale("log")
+        if any(xi > 0 for xi, fi in zip(x, f, strict=True) if fi == fi):
+            ax.set_xscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, frameon=False, loc="upper right")
     _save(fig, path)
