@@ -150,3 +150,15 @@ def test_read_predictions_accepts_booleans_and_ignores_extra_keys(tmp_path):
     assert list(read_predictions(f)) == [
         (1, {"p0": 0, "p1": 1, "label": 1, "score": None, "p": None})
     ]
+
+
+def test_progress_bar_on_long_inputs_only(tmp_path, monkeypatch, capsys):
+    from streamcal.monitoring import metric_log
+
+    f = write_lines(tmp_path / "p.jsonl", predictions(np.random.default_rng(2), 200))
+    metric_log_from_predictions(f, progress=True)
+    assert capsys.readouterr().err == ""  # small file: no bar
+    monkeypatch.setattr(metric_log, "_PROGRESS_BYTES", 1)
+    metric_log_from_predictions(f, progress=True)
+    err = capsys.readouterr().err
+    assert "p.jsonl" in err and "100%" in err
