@@ -143,7 +143,75 @@ def test_demo_stops_the_broker_it_started(tmp_path, monkeypatch, capsys):
         (["--bootstrap-servers", "h:1", "--model", "nope", "--wait-for-broker", "0"], "model"),
     ],
 )
-def test_usage_errors(argv, message, capsys):
+def test_usage_errors(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert main(["demo", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no output directory left behind
+
+
+# --- docker-compose.yml (no Docker engine here: check it is valid and matches the CLI) ---
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _compose_text() -> str:
+    with open(os.path.join(ROOT, "docker-compose.yml")) as f:
+        return f.read()
+
+
+def _commands(text: str) -> dict:
+    """service name -> its `command:` list, read without a YAML parser: each command is a
+    JSON-style flow sequence (valid YAML) under a two-space-indented service name."""
+    import json
+
+    commands, service = {}, None
+    for m in re.finditer(r"^  (\w[\w-]*):\s*$|^    command: (\[.*?\])", text, flags=re.M | re.S):
+        if m.group(1):
+            service = m.group(1)
+        else:
+            commands[service] = json.loads(m.group(2))
+    return commands
+
+
+def test_compose_commands_parse_with_the_cli():
+    from streamcal.cli import build_parser
+
+    commands = _commands(_compose_text())
+    assert set(commands) == {"processor", "producer"}
+    parser = build_parser()
+    run = parser.parse_args(commands["processor"][1:])
+    assert run.command == "run" and run.bootstrap_servers == "kafka:9092"
+    demo = parser.parse_args(commands["producer"][1:])
+    assert demo.command == "demo" and demo.produce_only and demo.bootstrap_servers == "kafka:9092"
+    # The producer writes where the processor reads.
+    prefix = demo.topic_prefix
+    assert (run.events_topic, run.labels_topic) == (f"{prefix}.events", f"{prefix}.labels")
+    assert run.dead_letter_topic == f"{prefix}.dead-letters"
+    # The processor's settings are valid (the checkpoint key comes from the environment).
+    from streamcal.stream.config import ProcessorConfig
+
+    env = {"STREAMCAL_CHECKPOINT_KEY": "x" * 32}
+    cfg = ProcessorConfig.from_sources(vars(run), env=env)
+    assert cfg.state_dir == "/state" and cfg.metrics_port == 9464
+
+
+def test_compose_file_structure():
+    text = _compose_text()
+    assert "\t" not in text
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(text)
+    services = doc["services"]
+    assert set(services) == {"kafka", "processor", "producer"}
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    env = services["kafka"]["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    for name in ("processor", "producer"):
+        svc = services[name]
+        assert svc["build"] == "." and svc["image"] == "streamcal:local"
+        assert svc["depends_on"]["kafka"]["condition"] == "service_healthy"
+        assert svc["command"] == _commands(text)[name]  # the regex reader agrees with YAML
+    assert set(doc["volumes"]) >= {"streamcal-state"}
+    assert os.path.isfile(os.path.join(ROOT, "Dockerfile"))

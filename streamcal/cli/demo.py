@@ -240,11 +240,7 @@ def _demo(args, bootstrap: str, own_broker: bool) -> int:
 
     topics = _topics(args, own_broker)
     out_dir = None if args.produce_only else Path(args.out)
-    metrics_path = None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        metrics_path = out_dir / "metrics.jsonl"
-        metrics_path.unlink(missing_ok=True)  # the processor appends: start a fresh log
+    metrics_path = None if out_dir is None else out_dir / "metrics.jsonl"
 
     with tempfile.TemporaryDirectory(prefix="streamcal-demo-state-") as tmp_state:
         state_dir = None if args.produce_only else (args.state_dir or tmp_state)
@@ -282,6 +278,8 @@ def _demo(args, bootstrap: str, own_broker: bool) -> int:
         )
         if args.produce_only:
             return 0
+        out_dir.mkdir(parents=True, exist_ok=True)
+        metrics_path.unlink(missing_ok=True)  # the processor appends: start a fresh log
 
         final, elapsed = _process(args, config, counts["event"])
 
