@@ -323,7 +323,7 @@ _READING = {
 }
 
 
-def _html(log, last, source, title, out: Path) -> str:
+def _html(log, last, source, kind, title, out: Path) -> str:
     rows = "".join(
         f"<tr><td>{name}</td>{_cell(last, key)}</tr>"
         for name, key in _SUMMARY_ROWS
@@ -360,8 +360,7 @@ def _html(log, last, source, title, out: Path) -> str:
 <title>{html.escape(title)}</title><style>{_CSS}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class="note">Input: <code>{html.escape(source)}</code>, {len(log)} metric-log lines;
-numbers below are from the last line.</p>
+<p class="note">Input: <code>{html.escape(source)}</code>, {kind}.</p>
 <h2>Summary</h2>
 <table>{rows}</table>
 <table><tr><th></th><th>calibrated</th><th>calibrated, recent</th><th>raw</th>
@@ -395,8 +394,12 @@ def write_report(
         input_format = detect_format(input_path)
     if input_format == "metrics":
         log = read_metric_log(input_path, progress=progress)
+        kind = f"a metric log of {len(log)} lines; the tables show its last line"
     elif input_format == "predictions":
         log = metric_log_from_predictions(input_path, window=window, bins=bins, progress=progress)
+        kind = (
+            f"{log[-1]['labels']} labelled predictions, tracked with window={window}, bins={bins}"
+        )
     else:
         raise ValueError(
             f'input_format must be "auto", "metrics" or "predictions", got {input_format!r}'
@@ -412,7 +415,8 @@ def write_report(
     source = os.fspath(input_path)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, title or "streamcal calibration report", out), encoding="utf-8"
+        _html(log, last, source, kind, title or "streamcal calibration report", out),
+        encoding="utf-8",
     )
     (out / "summary.json").write_text(json.dumps(summary(last), indent=1) + "\n", encoding="utf-8")
     return page
