@@ -121,7 +121,26 @@ def register(sub) -> None:
     p.set_defaults(func=_main)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _main(args) -> int:
+    import signal
+    import threading
+
+    # SIGTERM (docker stop, kill) unwinds like Ctrl-C: the processor closes its clients
+    # and the broker this command started is stopped.
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args) -> int:
     from streamcal.cli import UsageError
 
     if args.produce_only and not args.bootstrap_servers:
