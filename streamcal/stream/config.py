@@ -181,6 +181,8 @@ class ProcessorConfig:
             if name not in _FIELDS:
                 raise ValueError(f"unknown setting {name!r}")
             f = _FIELDS[name]
+            if isinstance(value, os.PathLike):
+                value = os.fspath(value)
             kwargs[name] = _parse(f, value, name) if isinstance(value, str) else value
         cfg = cls(**kwargs)
         cfg.validate()

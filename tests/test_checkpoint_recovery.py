@@ -1,0 +1,190 @@
+"""Recovery of the stream processor (real tansu broker, `streamcal run` as a subprocess):
+kill -9 at random moments and restart gives the same predictions and final metrics as an
+uninterrupted run; SIGTERM stops cleanly with a final checkpoint; a tampered checkpoint
+is refused before anything is consumed."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from streamcal.stream.checkpoint import CheckpointStore
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.processor import Processor
+from tests._kafka_helpers import (
+    CHECKPOINT_KEY,
+    base_settings,
+    produce_stream,
+    read_topic,
+    synthetic_stream,
+)
+
+pytestmark = pytest.mark.kafka
+
+# Keys of a metric line that depend on wall-clock time, not on the input.
+_TIMING = ("ts", "events_per_s", "merge_stalls")
+
+
+def _env() -> dict:
+    return {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
+
+
+def _cli(settings: dict, *extra: str) -> list[str]:
+    args = [sys.executable, "-m", "streamcal", "run"]
+    for name, value in settings.items():
+        args += ["--" + name.replace("_", "-"), str(value)]
+    return args + list(extra)
+
+
+def _lines(path) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as fh:
+        return [orjson.loads(line) for line in fh if line.endswith(b"\n")]
+
+
+def _wait_for_lines(path, more_than: int, proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(_lines(path)) <= more_than:
+        assert proc.poll() is None, f"processor exited early with {proc.returncode}"
+        assert time.monotonic() < deadline, "the processor made no progress"
+        time.sleep(0.05)
+
+
+def _topics(unique_topics: dict, suffix: str) -> dict:
+    return {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
+
+
+def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique_topics, tmp_path):
+    n = 1500
+    events, labels = synthetic_stream(n, seed=11, shuffle_labels=400, missing=frozenset({5, 77}))
+    ref_topics, crash_topics = _topics(unique_topics, "ref"), _topics(unique_topics, "crash")
+    produce_stream(kafka_broker, ref_topics, events, labels)
+    produce_stream(kafka_broker, crash_topics, events, labels)
+    common = dict(window=300, metrics_every=100, checkpoint_interval=0.25)
+
+    # Uninterrupted reference run, in process.
+    ref = ProcessorConfig.build(
+        **base_settings(kafka_broker, ref_topics, **common),
+        state_dir=str(tmp_path / "ref-state"),
+        checkpoint_key=CHECKPOINT_KEY,
+    )
+    ref_final = Processor(ref).run(max_idle_s=1.5)
+
+    # The same input, with kill -9 at random moments and restarts.
+    seed = random.SystemRandom().randrange(2**32)
+    rng = random.Random(seed)
+    metrics = tmp_path / "metrics.jsonl"
+    settings = base_settings(
+        kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
+    )
+    kills = 0
+    for _ in range(2):
+        proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.DEVNULL)
+        try:
+            _wait_for_lines(metrics, len(_lines(metrics)), proc)
+            time.sleep(rng.uniform(0.0, 0.6))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                kills += 1
+            proc.wait()
+    assert kills == 2
+    assert list((tmp_path / "state").glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
+    done = subprocess.run(
+        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    crash_final = _lines(metrics)[-1]
+
+    note = f"(kill moments seed {seed})"
+    assert ref_final["merge_stalls"] == crash_final["merge_stalls"] == 0
+    assert {k: v for k, v in crash_final.items() if k not in _TIMING} == {
+        k: v for k, v in ref_final.items() if k not in _TIMING
+    }, note
+    assert crash_final["events"] == n and crash_final["labels"] == n - 2
+
+    want = {
+        r.key: r.value for r in read_topic(kafka_broker, ref_topics["predictions"], min_count=n)
+    }
+    got: dict = {}
+    for r in read_topic(kafka_broker, crash_topics["predictions"], min_count=n):
+        assert got.setdefault(r.key, r.value) == r.value, f"re-emitted prediction differs {note}"
+    assert len(want) == n and got == want, note
+
+
+def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topics, tmp_path):
+    n = 2000
+    events, labels = synthetic_stream(n, seed=12, label_delay_ms=3)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    metrics = tmp_path / "metrics.jsonl"
+    state = tmp_path / "state"
+    settings = base_settings(
+        kafka_broker, unique_topics, metrics_every=100, state_dir=state, metrics_file=metrics,
+        checkpoint_interval=3600,
+    )  # fmt: skip
+    proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.PIPE)
+    _wait_for_lines(metrics, 0, proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
+
+    checkpoints = list(state.glob("checkpoint-*.ckpt"))
+    assert len(checkpoints) == 1  # the interval is an hour: this is the final checkpoint
+    saved = CheckpointStore(state, CHECKPOINT_KEY.encode()).load()
+    last = _lines(metrics)[-1]
+    assert 0 < saved.counts["events"] == last["events"] < n
+    # The offsets stored are exactly the records that were processed.
+    assert sum(saved.offsets.values()) == saved.counts["events"] + saved.counts["labels"]
+    # Every prediction was flushed before the checkpoint.
+    preds = read_topic(kafka_broker, unique_topics["predictions"])
+    assert len(preds) == saved.counts["predictions"] == last["predictions"]
+
+    # Restart: resumes at the stored offsets; no prediction is produced twice.
+    done = subprocess.run(
+        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    preds = read_topic(kafka_broker, unique_topics["predictions"], min_count=n)
+    assert sorted(r.key for r in preds) == sorted(f"e{i}".encode() for i in range(n))
+    assert _lines(metrics)[-1]["labels"] == n
+
+
+@pytest.mark.parametrize("how", ["flip a byte", "other key"])
+def test_tampered_checkpoint_is_refused(kafka_broker, unique_topics, tmp_path, how):
+    events, labels = synthetic_stream(30, seed=13)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    state = tmp_path / "state"
+    settings = base_settings(kafka_broker, unique_topics, state_dir=state)
+    config = ProcessorConfig.build(**settings, checkpoint_key=CHECKPOINT_KEY)
+    Processor(config).run(max_idle_s=0.5)
+    (path,) = state.glob("checkpoint-*.ckpt")
+    if how == "flip a byte":
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        env = _env()
+    else:
+        env = {**os.environ, "STREAMCAL_CHECKPOINT_KEY": "a-different-key-of-enough-bytes"}
+    # A dead broker address: refusing must happen before any connection is tried.
+    settings["bootstrap_servers"] = "127.0.0.1:9"
+    done = subprocess.run(_cli(settings), env=env, capture_output=True, timeout=60)
+    err = done.stderr.decode().strip()
+    assert done.returncode == 2
+    assert "failed authentication" in err and "refusing" in err and "\n" not in err
+
+
+def test_checkpoint_of_other_settings_is_refused(kafka_broker, unique_topics, tmp_path):
+    events, labels = synthetic_stream(10, seed=14)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    settings = base_settings(kafka_broker, unique_topics, state_dir=tmp_path / "state")
+    Processor(ProcessorConfig.build(**settings, checkpoint_key=CHECKPOINT_KEY)).run(max_idle_s=0.5)
+    settings["model"] = "gnb"
+    with pytest.raises(Exception, match="model='logreg'"):
+        Processor(ProcessorConfig.build(**settings, checkpoint_key=CHECKPOINT_KEY))
