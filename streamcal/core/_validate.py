@@ -55,7 +55,7 @@ def check_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"scores and labels must be 1-d, got shapes {s.shape} and {y.shape}")
     if s.shape != y.shape:
         raise ValueError(f"scores and labels differ in length: {s.shape[0]} != {y.shape[0]}")
-    if s.dtype == bool or not (np.issubdtype(s.dtype, np.number)):
+    if s.dtype == bool or not np.issubdtype(s.dtype, np.number) or np.iscomplexobj(s):
         raise ValueError(f"scores must be real numbers, got dtype {s.dtype}")
     s = s.astype(np.float64, copy=False)
     bad = ~np.isfinite(s)
@@ -79,7 +79,7 @@ def check_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
 def check_test_scores(scores) -> np.ndarray:
     """Validate test scores (scalar or array); return a float64 array."""
     s = np.asarray(scores)
-    if s.dtype == bool or not np.issubdtype(s.dtype, np.number):
+    if s.dtype == bool or not np.issubdtype(s.dtype, np.number) or np.iscomplexobj(s):
         raise ValueError(f"scores must be real numbers, got dtype {s.dtype}")
     s = s.astype(np.float64, copy=False)
     bad = ~np.isfinite(s)

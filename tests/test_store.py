@@ -1,0 +1,198 @@
+"""ScoreStore API: conventions, bad input leaves the store unchanged, pickling, bulk paths."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
+
+GRID = np.array([-1.0, 0.0, 0.05, 0.1, 0.2, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 2.0])
+
+
+def make_store(chunk=4):
+    rng = np.random.default_rng(7)
+    s = np.round(rng.random(60), 1)
+    y = (rng.random(60) < s).astype(int)
+    store = ScoreStore(_chunk=chunk)
+    for si, yi in zip(s, y, strict=True):
+        store.add(si, yi)
+    store.remove(s[0], y[0])
+    return store
+
+
+def state(store):
+    s, y = store.to_arrays()
+    p0, p1 = store.query_many(GRID)
+    return len(store), s.tolist(), y.tolist(), p0.tolist(), p1.tolist()
+
+
+def test_conventions():
+    store = ScoreStore()
+    assert store.query(0.3) == (0.0, 1.0) and len(store) == 0
+    store.add(0.5, 1)
+    store.add(0.5, 0)
+    p0, p1 = store.query(0.9)
+    assert p1 == 1.0 and p0 == pytest.approx(1 / 3)  # above every score: p1 = 1
+    p0, p1 = store.query(0.1)
+    assert p0 == 0.0 and p1 == pytest.approx(2 / 3)  # below every score: p0 = 0
+    assert store.query(0.5) == venn_abers_bruteforce([0.5, 0.5], [1, 0], 0.5)  # pooled
+
+
+@pytest.mark.parametrize(
+    "score",
+    [float("nan"), float("inf"), -float("inf"), np.nan, np.float32("inf"), "0.5", None, True, 1j],
+)
+def test_bad_score_refused_and_store_unchanged(score):
+    store = make_store()
+    before = state(store)
+    for call in (lambda: store.add(score, 1), lambda: store.remove(score, 0)):
+        with pytest.raises(ValueError, match="score"):
+            call()
+        assert state(store) == before
+    with pytest.raises(ValueError, match="score"):
+        store.query(score)
+    if not isinstance(score, bool):  # numpy turns [0.5, True] into floats, by design
+        with pytest.raises(ValueError):
+            store.query_many([0.5, score])
+    assert state(store) == before
+
+
+@pytest.mark.parametrize("label", [2, -1, 0.5, 1.0, "1", None, np.int64(3), np.float64(0.0)])
+def test_bad_label_refused_and_store_unchanged(label):
+    store = make_store()
+    before = state(store)
+    with pytest.raises(ValueError, match=repr(label).replace("(", r"\(").replace(")", r"\)")):
+        store.add(0.5, label)
+    assert state(store) == before
+    with pytest.raises(ValueError, match="label"):
+        store.remove(0.5, label)
+    assert state(store) == before
+
+
+@pytest.mark.parametrize("pair", [(0.33, 0), (0.33, 1), (-5.0, 1), (7.0, 0)])
+def test_removing_absent_pair_refused_and_store_unchanged(pair):
+    store = make_store()
+    before = state(store)
+    with pytest.raises(ValueError, match=repr(pair[0])):
+        store.remove(*pair)
+    assert state(store) == before
+
+
+def test_removing_a_label_the_score_lacks_is_refused():
+    store = ScoreStore()
+    store.add(0.5, 1)
+    store.add(0.5, 1)
+    before = state(store)
+    with pytest.raises(ValueError, match=r"\(0.5, 0\)"):
+        store.remove(0.5, 0)
+    assert state(store) == before
+    store.remove(0.5, 1)
+    store.remove(0.5, 1)
+    with pytest.raises(ValueError):
+        store.remove(0.5, 1)
+    assert len(store) == 0 and store.query(0.5) == (0.0, 1.0)
+
+
+def test_bad_bulk_input_refused_and_store_unchanged():
+    store = make_store()
+    before = state(store)
+    with pytest.raises(ValueError, match="nan"):
+        store.add_many([0.1, np.nan], [0, 1])
+    with pytest.raises(ValueError, match="2"):
+        store.add_many([0.1, 0.2], [0, 2])
+    with pytest.raises(ValueError):
+        store.add_many([0.1, 0.2], [0])
+    assert state(store) == before
+    with pytest.raises(ValueError, match="inf"):
+        ScoreStore.from_arrays([0.1, np.inf], [0, 1])
+
+
+@pytest.mark.parametrize("chunk", [3, 256])
+@pytest.mark.parametrize("roundtrip", [pickle.loads, copy.deepcopy])
+def test_pickle_and_deepcopy_preserve_answers(chunk, roundtrip):
+    store = make_store(chunk)
+    if roundtrip is pickle.loads:
+        clone = pickle.loads(pickle.dumps(store))
+    else:
+        clone = copy.deepcopy(store)
+    assert state(clone) == state(store)
+    # the clone is independent and keeps working exactly
+    clone.add(0.55, 1)
+    clone.remove(0.55, 1)
+    assert state(clone) == state(store)
+    clone.add(0.55, 1)
+    assert state(store) != state(clone)
+    s, y = clone.to_arrays()
+    p0, p1 = clone.query_many(GRID)
+    b0, b1 = venn_abers(s, y, GRID)
+    np.testing.assert_allclose(p0, b0, atol=1e-12)
+    np.testing.assert_allclose(p1, b1, atol=1e-12)
+
+
+def test_empty_store_pickles():
+    clone = pickle.loads(pickle.dumps(ScoreStore()))
+    assert len(clone) == 0 and clone.query(0.0) == (0.0, 1.0)
+    clone.add(1.0, 1)
+    assert clone.query(1.0) == (0.5, 1.0)
+
+
+def test_bulk_paths_agree_with_one_by_one():
+    rng = np.random.default_rng(3)
+    s = np.round(rng.random(3000), 2)
+    y = (rng.random(3000) < s).astype(np.int64)
+    one = make_store()
+    one.clear()
+    for si, yi in zip(s[:500].tolist(), y[:500].tolist(), strict=True):
+        one.add(si, yi)
+    bulk = ScoreStore.from_arrays(s[:200], y[:200])
+    bulk.add_many(s[200:490], y[200:490])  # large batch: rebuild
+    bulk.add_many(s[490:500], y[490:500])  # small batch: one by one
+    assert state(one) == state(bulk)
+    xs = rng.random(200)
+    p0, p1 = bulk.query_many(xs.reshape(10, 20))
+    assert p0.shape == (10, 20)
+    b0, b1 = venn_abers(s[:500], y[:500], xs)
+    np.testing.assert_allclose(p0.ravel(), b0, atol=1e-12)
+    np.testing.assert_allclose(p1.ravel(), b1, atol=1e-12)
+    assert [bulk.query(x) for x in xs[:5]] == list(zip(b0[:5], b1[:5], strict=True))
+
+
+def test_to_arrays_and_clear():
+    store = ScoreStore.from_arrays([0.3, 0.1, 0.3, 0.3], [True, False, False, True])
+    s, y = store.to_arrays()
+    assert s.tolist() == [0.1, 0.3, 0.3, 0.3] and y.tolist() == [0, 0, 1, 1]
+    store.clear()
+    assert len(store) == 0 and store.to_arrays()[0].size == 0
+    assert store.query(0.3) == (0.0, 1.0)
+
+
+def test_numpy_and_python_inputs_are_the_same_pairs():
+    a, b = ScoreStore(), ScoreStore()
+    for s, y in [(0.25, 1), (0.5, 0), (0.25, 0)]:
+        a.add(s, y)
+    b.add(np.float32(0.25), np.bool_(True))
+    b.add(np.float64(0.5), np.int8(0))
+    b.add(0.25, False)
+    assert state(a) == state(b)
+    b.remove(np.float16(0.25), np.uint8(1))
+    a.remove(0.25, 1)
+    assert state(a) == state(b)
+
+
+def test_many_chunks_and_growth():
+    """Enough distinct scores to split chunks many times and grow every array."""
+    rng = np.random.default_rng(11)
+    s = rng.random(5000)
+    y = (rng.random(5000) < 0.5 + 0.3 * np.sin(6 * s)).astype(int)
+    store = ScoreStore(_chunk=8)
+    for si, yi in zip(s.tolist(), y.tolist(), strict=True):
+        store.add(si, yi)
+    for si, yi in zip(s[::2].tolist(), y[::2].tolist(), strict=True):
+        store.remove(si, yi)
+    xs = rng.random(300)
+    p0, p1 = store.query_many(xs)
+    b0, b1 = venn_abers(s[1::2], y[1::2], xs)
+    np.testing.assert_allclose(p0, b0, atol=1e-12)
+    np.testing.assert_allclose(p1, b1, atol=1e-12)
