@@ -35,6 +35,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import streamcal  # noqa: E402
+from streamcal.core import venn_abers_bruteforce  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _paper_data as data  # noqa: E402
@@ -55,6 +58,7 @@ def split(n: int, seed: int, stream: int, i: int) -> tuple[np.ndarray, np.ndarra
 
 def base_task(dataset: str, clf: str, i: int, seed: int, data_dir: str | None) -> dict:
     """W, SVA and DIR on split i: per-method (MLE, RMSE) plus the Lemma 3 / DIR checks."""
+    start = time.process_time()
     X, y, _ = data.load(dataset, data_dir)
     tr, te = split(len(y), seed, BASE, i)
     scorer = models.make_scorer(clf, seed=10_000 * seed + i, platt=True)
@@ -66,17 +70,25 @@ def base_task(dataset: str, clf: str, i: int, seed: int, data_dir: str | None) -
     d = out["DIR"][0]
     wrong_extreme = bool(np.any(((d == 0) & (yt == 1)) | ((d == 1) & (yt == 0))))
     assert math.isinf(result["DIR"][0]) == wrong_extreme, "DIR's MLE is inf iff a wrong 0/1"
+    # spot-check the fast batch venn_abers against the brute-force oracle of the core
+    cal, test = scorer.score(X[tr]), scorer.score(X[te][:3])
+    for k, score in enumerate(test):
+        oracle = venn_abers_bruteforce(cal, y[tr], float(score))
+        got = (out["SVA_pair"][0][k], out["SVA_pair"][1][k])
+        assert np.allclose(got, oracle, rtol=0, atol=1e-12), f"venn_abers {got} != {oracle}"
     return {
         "key": (dataset, clf, "base", i),
         "result": result,
         "lemma3": methods.lemma3_violations(*out["SVA_pair"]),
         "n_test": len(te),
         "dir_extreme": int(np.count_nonzero((d == 0) | (d == 1))),
+        "cpu": time.process_time() - start,
     }
 
 
 def va_task(dataset: str, clf: str, i: int, seed: int, data_dir: str | None) -> dict:
     """VA on VA-split i: (MLE, RMSE) plus the Lemma 3 check."""
+    start = time.process_time()
     X, y, _ = data.load(dataset, data_dir)
     tr, te = split(len(y), seed, VA, i)
     make = partial(models.make_scorer, clf, 10_000 * seed + 5_000 + i)
@@ -87,6 +99,7 @@ def va_task(dataset: str, clf: str, i: int, seed: int, data_dir: str | None) -> 
         "result": {"VA": (methods.mle(out["VA"][0], yt), methods.rmse(out["VA"][1], yt))},
         "lemma3": methods.lemma3_violations(*out["VA_pair"]),
         "n_test": len(te),
+        "cpu": time.process_time() - start,
     }
 
 
@@ -103,6 +116,8 @@ def aggregate(results: list[dict]):
             per[dataset, clf, m][0].append(lm)
             per[dataset, clf, m][1].append(sq)
         calib = "SVA" if kind == "base" else "VA"
+        tally["cpu", clf, kind] += r.get("cpu", 0.0)
+        tally["runs", clf, kind] += 1
         tally[calib, "objects"] += r["n_test"]
         tally[calib, "violations"] += r["lemma3"]
         if kind == "base":
@@ -212,6 +227,7 @@ def report(per, tally, args, datasets, classifiers, elapsed: float) -> str:
         f"splits: {args.splits} for W/SVA/DIR, {args.va_splits} (different ones) for VA; "
         f"seed {args.seed}; {args.jobs} worker(s); {elapsed / 60:.1f} min wall "
         f"(Python {platform.python_version()}, shared machine)",
+        f"streamcal from {Path(streamcal.__file__).parent}",
         "",
         "### Lemma 3 and DIR checks",
         "",
@@ -223,6 +239,18 @@ def report(per, tally, args, datasets, classifiers, elapsed: float) -> str:
         f"{tally['DIR', 'objects']} DIR predictions are exactly 0 or 1",
         "",
     ]
+    out += [
+        "### CPU seconds per split (all datasets together; one base fit gives W, SVA and DIR)",
+        "",
+        "| classifier | W + SVA + DIR | VA | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for c in classifiers:
+        base = tally["cpu", c, "base"] / max(1, tally["runs", c, "base"]) * len(datasets)
+        va = tally["cpu", c, "va"] / max(1, tally["runs", c, "va"]) * len(datasets)
+        ratio = f"{va / base:.0f}x" if base > 0 and va > 0 else "–"
+        out.append(f"| {c} | {base:.2f} | {va:.1f} | {ratio} |")
+    out.append("")
     paper_cls = [c for c in classifiers if c in models.PAPER_CLASSIFIERS]
     for loss, title in ((0, "Table 1: mean log error (MLE)"), (1, "Table 2: RMSE")):
         out += [f"### {title}", "", "Best of W/VA/SVA/DIR in bold; (paper's number).", ""]
@@ -247,7 +275,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", help=f"directory of the .arff files (or ${data.ENV_VAR})")
     p.add_argument("--splits", type=int, default=100, help="splits for W/SVA/DIR (paper: 100)")
-    p.add_argument("--va-splits", type=int, default=4, help="splits for VA (paper: 16)")
+    p.add_argument("--va-splits", type=int, default=2, help="splits for VA (paper: 16)")
     p.add_argument("--datasets", default=",".join(data.DATASETS), help="comma-separated")
     p.add_argument("--classifiers", default=",".join(models.CLASSIFIERS), help="comma-separated")
     p.add_argument("--quick", action="store_true", help="10 splits, 1 VA split: a smoke run")
