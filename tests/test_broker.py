@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -116,3 +120,41 @@ def test_missing_tansu_names_the_install_command(monkeypatch):
 def test_cert_without_key_is_refused():
     with pytest.raises(ValueError, match="both cert and key"):
         LocalBroker(cert="c.pem")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux only")
+def test_broker_dies_with_a_killed_parent():
+    """A demo or test run killed with SIGKILL leaves no broker behind."""
+    code = (
+        "from streamcal.stream.broker import LocalBroker\n"
+        "b = LocalBroker().start()\n"
+        "print(b.pid, flush=True)\n"
+        "import time; time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        broker_pid = int(parent.stdout.readline())
+        os.kill(broker_pid, 0)  # running
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(broker_pid, 0)
+        except ProcessLookupError:
+            return
+        # Orphans are reparented to init, which reaps them; until then it is a zombie.
+        if _is_zombie(broker_pid):
+            return
+        time.sleep(0.1)
+    os.kill(broker_pid, signal.SIGKILL)  # do not leak it
+    pytest.fail("the broker outlived its killed parent")
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
