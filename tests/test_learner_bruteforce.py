@@ -143,3 +143,23 @@ def test_va_equals_algorithm_1_over_the_window(stream, x_test, model, window):
         iv = clf.predict_interval_one(x_test)
         assert (iv.p0, iv.p1) == tuple(p)
         assert iv.score == score(m, x_test)
+
+
+sparse_obj = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), feature, max_size=4)
+
+
+@common
+@given(st.lists(st.tuples(sparse_obj, st.integers(0, 1)), min_size=1, max_size=30), sparse_obj)
+def test_va_vectorised_linear_path_equals_object_by_object(stream, x_test):
+    """Features appear and disappear; the numpy path must give the same pairs."""
+    fast = VennAbersClassifier(lr(), mode="va", window=6)
+    slow = VennAbersClassifier(lr(), mode="va", window=6)
+    slow._state.matrix = None  # force scoring object by object through predict_proba_one
+    assert fast._state.matrix is not None
+    for x, y in stream:
+        a, b = fast.predict_interval_one(x), slow.predict_interval_one(x)
+        assert (a.p0, a.p1, a.score) == (b.p0, b.p1, b.score)
+        fast.learn_one(x, y)
+        slow.learn_one(x, y)
+    a, b = fast.predict_interval_one(x_test), slow.predict_interval_one(x_test)
+    assert (a.p0, a.p1) == (b.p0, b.p1)

@@ -22,6 +22,7 @@ from collections import deque
 import numpy as np
 
 from streamcal.core import venn_abers
+from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
 from streamcal.learner.scoring import canonical, score_many, score_one
 
 __all__ = ["VennAbers"]
@@ -42,6 +43,10 @@ class VennAbers:
         self.model = model
         self.window = window
         self.objects: deque = deque()  # (features, label), oldest first
+        # (Scaled) logistic regression: the window is also kept as a matrix and rescored
+        # with numpy (see streamcal.learner.linear).
+        self.matrix = FeatureMatrix(window) if linear_parts(model) is not None else None
+        self.labels = np.zeros(window, dtype=np.int64)  # ring, aligned with the matrix rows
         self.version = 0  # bumped at every learn; guards the prediction cache
         self._cache = None  # (features, version, prediction) of the last object predicted
 
@@ -56,16 +61,22 @@ class VennAbers:
             return cache[2]
         x = canonical(x)
         s = score_one(self.model, x)
-        xs = [o[0] for o in self.objects]
-        xs.append(x)
-        labels = np.fromiter((o[1] for o in self.objects), dtype=np.int64, count=len(xs) - 1)
+        if self.matrix is None:
+            xs = [o[0] for o in self.objects]
+            xs.append(x)
+            labels = np.fromiter((o[1] for o in self.objects), dtype=np.int64, count=len(xs) - 1)
         # A pickle round-trip copies the exact state, 2-3x faster than deepcopy for river models.
         model_bytes = pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL)
         p = []
         for y in (0, 1):
             m = pickle.loads(model_bytes)
             m.learn_one(x, bool(y))
-            scores = np.asarray(score_many(m, xs), dtype=float)
+            if self.matrix is not None:
+                columns, X = self.matrix.with_row(x)
+                scores = check_finite(score_rows(linear_parts(m), columns, X))
+                labels = self.labels[: len(self.matrix)]
+            else:
+                scores = np.asarray(score_many(m, xs), dtype=float)
             py = venn_abers(scores[:-1], labels, scores[-1:])[y]
             p.append(float(py[0]))
         self._cache = (x, self.version, (s, p[0], p[1]))
@@ -76,5 +87,8 @@ class VennAbers:
         self.model.learn_one(x, bool(y))
         self.version += 1
         self.objects.append((x, y))
+        if self.matrix is not None:
+            self.labels[self.matrix._next] = y
+            self.matrix.append(x)
         if len(self.objects) > self.window:
             self.objects.popleft()
