@@ -468,6 +468,8 @@ def _show_dead_letters(client_settings: dict, topic: str, n: int, shown: int = 5
 
 
 def _write_report(args, metrics_path, out_dir) -> None:
+    from pathlib import Path
+
     try:
         from streamcal.monitoring import write_report
     except ImportError:
@@ -478,4 +480,4 @@ def _write_report(args, metrics_path, out_dir) -> None:
     except ImportError as exc:  # matplotlib missing
         print(f"metric log: {metrics_path} (no report: {exc})")
         return
-    print(f"report: {path}")
+    print(f"report: {Path(path).resolve()}")
