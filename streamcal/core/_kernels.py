@@ -35,15 +35,30 @@ from numba import njit
 
 CAP = 256  # default groups per chunk (T.shape[1]); a full chunk splits in two halves
 
+SUPER = 16  # chunks per super-chunk when built; a super-chunk splits above 2 * SUPER
+HMAX = 96  # hull vertices kept per super-chunk; a longer hull is not kept (chunks used)
+
 M_M = 0  # chunks in use (positions)
 M_NB = 1  # blocks
 M_NIDS = 2  # chunk ids ever handed out (high-water mark)
 M_NFREE = 3  # recycled chunk ids available in FREE
 M_N = 4  # pairs held
 M_K = 5  # groups (distinct scores)
-META_SIZE = 6
+M_NS = 6  # super-chunks in use
+M_NSIDS = 7  # super-chunk ids ever handed out
+M_NSFREE = 8  # recycled super-chunk ids available in SFREE
+META_SIZE = 9
 
 ERR_NOT_HELD = 1
+
+# State tuple S (one argument: numba unboxes a tuple faster than many arrays):
+#   T, CC, HV, CM, ORD, FIRST  chunks (see the module docstring)
+#   BT, BWS                    blocks
+#   META, FREE                 scalars, recycled chunk ids
+#   SP[g] = (first chunk position, super id) for super-chunk g in order; SP[ns, 0] = m
+#   SI[sid] = (count, ones, hull length or -1 if stale or 0 if too long)
+#   SH[sid, 0|1, h], SHT[sid, h]: hull vertices (relative to the super-chunk's start) and
+#   the score of the group ending at each; SFREE: recycled super ids
 
 
 # --------------------------------------------------------------------------- locating
@@ -77,9 +92,10 @@ def _search(T, cid, L, x, right):
 
 
 @njit(cache=True)
-def _pt_after(T, CM, ORD, FIRST, m, x, right):
+def _pt_after(S, x, right):
     """Point after the last group with score <= x (right) or < x; (0, 0) if none."""
-    pos = _chunk_pos(FIRST, m, x)
+    T, CM, ORD, FIRST, META = S[0], S[3], S[4], S[5], S[8]
+    pos = _chunk_pos(FIRST, META[M_M], x)
     i = _search(T, ORD[pos], CM[ORD[pos], 0], x, right)
     if i == 0 and pos > 0:
         pos -= 1
@@ -101,22 +117,16 @@ def _first_block(BT, nb, x):
 
 
 @njit(cache=True)
-def _range_sum(CC, CM, ORD, ps, js, pe, je):
-    """CSD displacement from point (ps, js) to point (pe, je)."""
-    if ps == pe:
-        cid = ORD[ps]
-        return CC[cid, 0, je] - CC[cid, 0, js], CC[cid, 1, je] - CC[cid, 1, js]
-    cid = ORD[ps]
-    L = CM[cid, 0]
-    dx = CC[cid, 0, L] - CC[cid, 0, js]
-    dy = CC[cid, 1, L] - CC[cid, 1, js]
-    for pos in range(ps + 1, pe):
-        cid = ORD[pos]
-        L = CM[cid, 0]
-        dx += CC[cid, 0, L]
-        dy += CC[cid, 1, L]
-    cid = ORD[pe]
-    return dx + CC[cid, 0, je], dy + CC[cid, 1, je]
+def _super_of(SP, ns, pos):
+    """Index g of the super-chunk holding chunk position pos."""
+    lo, hi = 0, ns
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if SP[mid, 0] <= pos:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
 
 
 # --------------------------------------------------------------------------- hulls
@@ -145,61 +155,181 @@ def _chunk_hull(CC, HV, CM, cid):
 
 
 @njit(cache=True)
-def _better(num, den, bn, bd, want_max):
-    if want_max:
-        return num * bd > bn * den
-    return num * bd < bn * den
+def _ensure_super(S, g):
+    """Refresh super-chunk g's totals and hull (the hull of its chunks' hulls) if stale."""
+    T, CC, HV, CM, ORD = S[0], S[1], S[2], S[3], S[4]
+    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
+    sid = SP[g, 1]
+    if SI[sid, 2] >= 0:
+        return sid
+    hmax = SH.shape[2]
+    h = 0
+    bx = 0
+    by = 0
+    ok = True
+    for pos in range(SP[g, 0], SP[g + 1, 0]):
+        cid = ORD[pos]
+        if ok:
+            for u in range(0 if h == 0 else 1, CM[cid, 1]):
+                j = HV[cid, u]
+                px = bx + CC[cid, 0, j]
+                py = by + CC[cid, 1, j]
+                while h >= 2:
+                    ox = SH[sid, 0, h - 2]
+                    oy = SH[sid, 1, h - 2]
+                    if (SH[sid, 0, h - 1] - ox) * (py - oy) - (SH[sid, 1, h - 1] - oy) * (
+                        px - ox
+                    ) <= 0:
+                        h -= 1
+                    else:
+                        break
+                if h == hmax:
+                    ok = False
+                    break
+                SH[sid, 0, h] = px
+                SH[sid, 1, h] = py
+                SHT[sid, h] = T[cid, j - 1] if j > 0 else np.nan
+                h += 1
+        L = CM[cid, 0]
+        bx += CC[cid, 0, L]
+        by += CC[cid, 1, L]
+    SI[sid, 0] = bx
+    SI[sid, 1] = by
+    SI[sid, 2] = h if ok else 0
+    return sid
 
 
 @njit(cache=True)
-def _best_slope(CC, HV, CM, ORD, ps, js, pe, je, incl_start, ax, ay, sx, sy, want_max):
-    """Extreme slope between anchor (ax, ay) and the points after (ps, js) up to (pe, je).
+def _grow(a, n):
+    b = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
+    b[:n] = a[:n]
+    return b
 
-    Coordinates are relative to point (ps, js), which is a candidate itself if
-    ``incl_start``. Each candidate is shifted by (sx, sy) first. Returns the slope as an
-    exact fraction (num, den) with den > 0; den == 0 if there was no candidate.
+
+@njit(cache=True)
+def _candidates(S, ps, js, pe, je, incl_start, cap):
+    """CSD points that can be tangent points among those after (ps, js) up to (pe, je).
+
+    Returns (x, y, score, count): coordinates relative to point (ps, js) and the score of
+    the group each point ends; the start point itself comes first if ``incl_start``.
+    Whole super-chunks inside the range give their hull vertices, whole chunks theirs,
+    and the rest (at most two partial chunks) every point.
     """
-    bn = 0
-    bd = 0
+    T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
+    SP, SH, SHT = S[10], S[12], S[13]
+    cx = np.empty(cap, np.int64)
+    cy = np.empty(cap, np.int64)
+    ct = np.empty(cap, np.float64)
+    n = 0
     if incl_start:
-        num = sy - ay
-        den = sx - ax
-        if den < 0:
-            num, den = -num, -den
-        bn, bd = num, den
+        cx[0] = 0
+        cy[0] = 0
+        ct[0] = np.nan
+        n = 1
+    if ps == pe and js == je:
+        return cx, cy, ct, n
     cid = ORD[ps]
-    bx = sx - CC[cid, 0, js]
-    by = sy - CC[cid, 1, js]
+    bx = -CC[cid, 0, js]
+    by = -CC[cid, 1, js]
     pos = ps
+    g = _super_of(SP, META[M_NS], ps)
     while True:
+        if pos == SP[g, 0] and (pos != ps or (js == 0 and incl_start)):
+            last = SP[g + 1, 0] - 1
+            if last < pe or (last == pe and je == CM[ORD[pe], 0]):
+                sid = _ensure_super(S, g)
+                nh = S[11][sid, 2]
+                if nh > 0:
+                    for h in range(1, nh):
+                        if n == cx.shape[0]:
+                            cx = _grow(cx, n)
+                            cy = _grow(cy, n)
+                            ct = _grow(ct, n)
+                        cx[n] = bx + SH[sid, 0, h]
+                        cy[n] = by + SH[sid, 1, h]
+                        ct[n] = SHT[sid, h]
+                        n += 1
+                    bx += S[11][sid, 0]
+                    by += S[11][sid, 1]
+                    pos = last + 1
+                    g += 1
+                    if pos > pe:
+                        break
+                    continue
         cid = ORD[pos]
         L = CM[cid, 0]
         jlo = js + 1 if pos == ps else 1
         jhi = je if pos == pe else L
-        if jlo <= jhi:
-            # the chunk hull also spans its point 0, so use it only when that point counts
-            if jlo == 1 and jhi == L and (pos != ps or incl_start):
-                for h in range(1, CM[cid, 1]):
-                    j = HV[cid, h]
-                    den = bx + CC[cid, 0, j] - ax
-                    num = by + CC[cid, 1, j] - ay
-                    if den < 0:
-                        num, den = -num, -den
-                    if bd == 0 or _better(num, den, bn, bd, want_max):
-                        bn, bd = num, den
-            else:
-                for j in range(jlo, jhi + 1):
-                    den = bx + CC[cid, 0, j] - ax
-                    num = by + CC[cid, 1, j] - ay
-                    if den < 0:
-                        num, den = -num, -den
-                    if bd == 0 or _better(num, den, bn, bd, want_max):
-                        bn, bd = num, den
+        # a chunk hull also spans the chunk's point 0: use it only when that point counts
+        full = jlo == 1 and jhi == L and (pos != ps or incl_start)
+        nc = CM[cid, 1] - 1 if full else jhi - jlo + 1
+        if n + nc > cx.shape[0]:
+            while n + nc > cx.shape[0]:
+                cx = _grow(cx, n)
+                cy = _grow(cy, n)
+                ct = _grow(ct, n)
+        for u in range(nc):
+            j = HV[cid, u + 1] if full else jlo + u
+            cx[n] = bx + CC[cid, 0, j]
+            cy[n] = by + CC[cid, 1, j]
+            ct[n] = T[cid, j - 1]
+            n += 1
         if pos == pe:
             break
         bx += CC[cid, 0, L]
         by += CC[cid, 1, L]
         pos += 1
+        if pos == SP[g + 1, 0]:
+            g += 1
+    return cx, cy, ct, n
+
+
+@njit(cache=True)
+def _range_sum(S, ps, js, pe, je):
+    """CSD displacement from point (ps, js) to point (pe, je)."""
+    CC, CM, ORD, META, SP, SI = S[1], S[3], S[4], S[8], S[10], S[11]
+    cid = ORD[ps]
+    if ps == pe:
+        return CC[cid, 0, je] - CC[cid, 0, js], CC[cid, 1, je] - CC[cid, 1, js]
+    L = CM[cid, 0]
+    dx = CC[cid, 0, L] - CC[cid, 0, js]
+    dy = CC[cid, 1, L] - CC[cid, 1, js]
+    pos = ps + 1
+    g = _super_of(SP, META[M_NS], pos)
+    while pos < pe:
+        if pos == SP[g, 0] and SP[g + 1, 0] <= pe:
+            sid = _ensure_super(S, g)
+            dx += SI[sid, 0]
+            dy += SI[sid, 1]
+            pos = SP[g + 1, 0]
+            g += 1
+            continue
+        cid = ORD[pos]
+        L = CM[cid, 0]
+        dx += CC[cid, 0, L]
+        dy += CC[cid, 1, L]
+        pos += 1
+        if pos == SP[g + 1, 0]:
+            g += 1
+    cid = ORD[pe]
+    return dx + CC[cid, 0, je], dy + CC[cid, 1, je]
+
+
+@njit(cache=True)
+def _best(cx, cy, n, ax, ay, sx, sy, want_max):
+    """Extreme slope between anchor (ax, ay) and candidates shifted by (sx, sy), as an
+    exact fraction (num, den), den > 0."""
+    bn = 0
+    bd = 0
+    for i in range(n):
+        den = cx[i] + sx - ax
+        num = cy[i] + sy - ay
+        if den < 0:
+            num = -num
+            den = -den
+        if bd == 0 or (num * bd > bn * den if want_max else num * bd < bn * den):
+            bn = num
+            bd = den
     return bn, bd
 
 
@@ -207,7 +337,8 @@ def _best_slope(CC, HV, CM, ORD, ps, js, pe, je, incl_start, ax, ay, sx, sy, wan
 
 
 @njit(cache=True)
-def _p1(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
+def _p1(S, x):
+    T, CM, ORD, BT, BWS, META = S[0], S[3], S[4], S[6], S[7], S[8]
     m = META[M_M]
     nb = META[M_NB]
     if META[M_N] == 0:
@@ -219,73 +350,65 @@ def _p1(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
     if b == 0:
         ps, js = 0, 0
     else:
-        ps, js = _pt_after(T, CM, ORD, FIRST, m, BT[b - 1], True)
-    pe, je = _pt_after(T, CM, ORD, FIRST, m, x, False)
+        ps, js = _pt_after(S, BT[b - 1], True)
+    pe, je = _pt_after(S, x, False)
+    cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, 256)
     ax = BWS[b, 0] + 1
     ay = BWS[b, 1] + 1
-    bn, bd = _best_slope(CC, HV, CM, ORD, ps, js, pe, je, True, ax, ay, 0, 0, True)
+    bn, bd = _best(cx, cy, n, ax, ay, 0, 0, True)
     # walk right along the GCM while the next block's mean is below the bridge slope
     while b + 1 < nb and BWS[b + 1, 1] * bd < bn * BWS[b + 1, 0]:
         b += 1
         ax += BWS[b, 0]
         ay += BWS[b, 1]
-        bn, bd = _best_slope(CC, HV, CM, ORD, ps, js, pe, je, True, ax, ay, 0, 0, True)
+        bn, bd = _best(cx, cy, n, ax, ay, 0, 0, True)
     return bn / bd
 
 
 @njit(cache=True)
-def _p0(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
-    m = META[M_M]
+def _p0(S, x):
+    T, ORD, BT, BWS, META = S[0], S[4], S[6], S[7], S[8]
     nb = META[M_NB]
     if META[M_N] == 0:
         return 0.0
     if x < T[ORD[0], 0]:
         return 0.0
-    pc, jc = _pt_after(T, CM, ORD, FIRST, m, x, True)  # P_c
+    pc, jc = _pt_after(S, x, True)  # P_c
     tc = T[ORD[pc], jc - 1]
     b = _first_block(BT, nb, tc)
-    pe, je = _pt_after(T, CM, ORD, FIRST, m, BT[b], True)  # P_r
-    # coordinates relative to P_{c-1} = (pc, jc - 1)
-    tx, ty = _range_sum(CC, CM, ORD, pc, jc - 1, pe, je)
+    pe, je = _pt_after(S, BT[b], True)  # P_r
+    # coordinates relative to P_{c-1} = (pc, jc - 1); the anchor starts at P_{l-1}
+    tx, ty = _range_sum(S, pc, jc - 1, pe, je)
     qx = tx - BWS[b, 0]
     qy = ty - BWS[b, 1]
-    bn, bd = _best_slope(CC, HV, CM, ORD, pc, jc - 1, pe, je, False, qx, qy, 1, 0, False)
+    cx, cy, ct, n = _candidates(S, pc, jc - 1, pe, je, False, 256)
+    bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
     # walk left along the GCM while the previous block's mean is above the bridge slope
     while b > 0 and BWS[b - 1, 1] * bd > bn * BWS[b - 1, 0]:
         b -= 1
         qx -= BWS[b, 0]
         qy -= BWS[b, 1]
-        bn, bd = _best_slope(CC, HV, CM, ORD, pc, jc - 1, pe, je, False, qx, qy, 1, 0, False)
+        bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
     return bn / bd
 
 
 @njit(cache=True)
-def query_many(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, xs, p0, p1):
+def query_many(S, xs, p0, p1):
     for i in range(xs.shape[0]):
-        p0[i] = _p0(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, xs[i])
-        p1[i] = _p1(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, xs[i])
+        p0[i] = _p0(S, xs[i])
+        p1[i] = _p1(S, xs[i])
 
 
 @njit(cache=True)
-def query_one(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
-    return (
-        _p0(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x),
-        _p1(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x),
-    )
+def query_one(S, x):
+    return _p0(S, x), _p1(S, x)
 
 
 # --------------------------------------------------------------------------- blocks
 
 
 @njit(cache=True)
-def _grow(a, n):
-    b = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
-    b[:n] = a[:n]
-    return b
-
-
-@njit(cache=True)
-def fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
+def fix_blocks(S, x):
     """Re-run PAVA locally after the group at score x changed.
 
     Only the block holding x can split (every other old block is a union of new blocks),
@@ -293,65 +416,43 @@ def fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
     neighbouring blocks, stack-wise, as PAVA would. Returns 0, or -(blocks needed) without
     touching the block arrays if they are too small.
     """
+    BT, BWS, META = S[6], S[7], S[8]
     m = META[M_M]
     nb = META[M_NB]
     b = _first_block(BT, nb, x)
     if b == 0 or m == 0:
         ps, js = 0, 0
     else:
-        ps, js = _pt_after(T, CM, ORD, FIRST, m, BT[b - 1], True)
+        ps, js = _pt_after(S, BT[b - 1], True)
     if m == 0:
         pe, je = 0, 0
     elif b < nb:
-        pe, je = _pt_after(T, CM, ORD, FIRST, m, BT[b], True)
+        pe, je = _pt_after(S, BT[b], True)
     else:
-        pe, je = _pt_after(T, CM, ORD, FIRST, m, x, True)
-    # monotone chain over the candidate points of the block: (x, y, last score)
-    cap = 64
-    hx = np.empty(cap, np.int64)
-    hy = np.empty(cap, np.int64)
-    ht = np.empty(cap, np.float64)
-    h = 1
-    hx[0] = 0
-    hy[0] = 0
-    ht[0] = 0.0
-    if m > 0 and (ps != pe or js != je):
-        cid = ORD[ps]
-        bx = -CC[cid, 0, js]
-        by = -CC[cid, 1, js]
-        pos = ps
-        while True:
-            cid = ORD[pos]
-            L = CM[cid, 0]
-            jlo = js + 1 if pos == ps else 1
-            jhi = je if pos == pe else L
-            full = jlo == 1 and jhi == L
-            nc = CM[cid, 1] - 1 if full else jhi - jlo + 1
-            for u in range(max(nc, 0)):
-                j = HV[cid, u + 1] if full else jlo + u
-                px = bx + CC[cid, 0, j]
-                py = by + CC[cid, 1, j]
-                while h >= 2:
-                    ox = hx[h - 2]
-                    oy = hy[h - 2]
-                    if (hx[h - 1] - ox) * (py - oy) - (hy[h - 1] - oy) * (px - ox) <= 0:
-                        h -= 1
-                    else:
-                        break
-                if h == cap:
-                    hx = _grow(hx, h)
-                    hy = _grow(hy, h)
-                    ht = _grow(ht, h)
-                    cap *= 2
-                hx[h] = px
-                hy[h] = py
-                ht[h] = T[cid, j - 1]
-                h += 1
-            if pos == pe:
+        pe, je = _pt_after(S, x, True)
+    if m == 0:
+        n = 1
+        hx = np.zeros(1, np.int64)
+        hy = np.zeros(1, np.int64)
+        ht = np.zeros(1, np.float64)
+    else:
+        hx, hy, ht, n = _candidates(S, ps, js, pe, je, True, 256)
+    # lower hull of the candidates, in place: the block's local GCM
+    h = 0
+    for i in range(n):
+        px = hx[i]
+        py = hy[i]
+        while h >= 2:
+            ox = hx[h - 2]
+            oy = hy[h - 2]
+            if (hx[h - 1] - ox) * (py - oy) - (hy[h - 1] - oy) * (px - ox) <= 0:
+                h -= 1
+            else:
                 break
-            bx += CC[cid, 0, L]
-            by += CC[cid, 1, L]
-            pos += 1
+        hx[h] = px
+        hy[h] = py
+        ht[h] = ht[i]
+        h += 1
     # sub-blocks = hull segments, then PAVA against the neighbours; stack reuses hx/hy/ht
     ns = 0
     li = b - 1
@@ -363,35 +464,13 @@ def fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
         hy[ns] = s
         ht[ns] = ht[v]
         ns += 1
-        while True:
-            if ns >= 2 and hy[ns - 2] * hx[ns - 1] > hy[ns - 1] * hx[ns - 2]:
-                hx[ns - 2] += hx[ns - 1]
-                hy[ns - 2] += hy[ns - 1]
-                ht[ns - 2] = ht[ns - 1]
-                ns -= 1
-            elif ns == 1 and li >= 0 and BWS[li, 1] * hx[0] > hy[0] * BWS[li, 0]:
-                hx[0] += BWS[li, 0]
-                hy[0] += BWS[li, 1]
-                li -= 1
-            else:
-                break
+        ns, li = _settle(hx, hy, ht, ns, li, BWS)
     while ns > 0 and ri < nb and hy[ns - 1] * BWS[ri, 0] > BWS[ri, 1] * hx[ns - 1]:
         hx[ns - 1] += BWS[ri, 0]
         hy[ns - 1] += BWS[ri, 1]
         ht[ns - 1] = BT[ri]
         ri += 1
-        while True:
-            if ns >= 2 and hy[ns - 2] * hx[ns - 1] > hy[ns - 1] * hx[ns - 2]:
-                hx[ns - 2] += hx[ns - 1]
-                hy[ns - 2] += hy[ns - 1]
-                ht[ns - 2] = ht[ns - 1]
-                ns -= 1
-            elif ns == 1 and li >= 0 and BWS[li, 1] * hx[0] > hy[0] * BWS[li, 0]:
-                hx[0] += BWS[li, 0]
-                hy[0] += BWS[li, 1]
-                li -= 1
-            else:
-                break
+        ns, li = _settle(hx, hy, ht, ns, li, BWS)
     new_nb = li + 1 + ns + (nb - ri)
     if new_nb > BT.shape[0]:
         return -new_nb
@@ -416,6 +495,23 @@ def fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x):
 
 
 @njit(cache=True)
+def _settle(hx, hy, ht, ns, li, BWS):
+    """PAVA merges on the stack top, reaching into the old blocks on the left as needed."""
+    while True:
+        if ns >= 2 and hy[ns - 2] * hx[ns - 1] > hy[ns - 1] * hx[ns - 2]:
+            hx[ns - 2] += hx[ns - 1]
+            hy[ns - 2] += hy[ns - 1]
+            ht[ns - 2] = ht[ns - 1]
+            ns -= 1
+        elif ns == 1 and li >= 0 and BWS[li, 1] * hx[0] > hy[0] * BWS[li, 0]:
+            hx[0] += BWS[li, 0]
+            hy[0] += BWS[li, 1]
+            li -= 1
+        else:
+            return ns, li
+
+
+@njit(cache=True)
 def pava_blocks(t, w, s, BT, BWS):
     """PAVA over groups (exact integer means); writes blocks, returns their number."""
     nb = 0
@@ -436,37 +532,83 @@ def pava_blocks(t, w, s, BT, BWS):
 
 
 @njit(cache=True)
-def _new_chunk_id(META, FREE):
-    if META[M_NFREE] > 0:
-        META[M_NFREE] -= 1
-        return FREE[META[M_NFREE]]
-    cid = META[M_NIDS]
-    META[M_NIDS] += 1
-    return cid
+def _new_id(META, FREE, nfree, nids):
+    if META[nfree] > 0:
+        META[nfree] -= 1
+        return FREE[META[nfree]]
+    i = META[nids]
+    META[nids] += 1
+    return i
 
 
 @njit(cache=True)
-def _insert_pos(ORD, FIRST, m, pos, cid, first):
+def _stale(S, pos):
+    """Mark the super-chunk holding chunk position pos as needing a refresh."""
+    SP, SI, META = S[10], S[11], S[8]
+    g = _super_of(SP, META[M_NS], pos)
+    SI[SP[g, 1], 2] = -1
+
+
+@njit(cache=True)
+def _insert_pos(S, pos, cid, first):
+    """Put chunk cid at position pos (pos >= 1); it joins the super-chunk of pos - 1."""
+    ORD, FIRST, META, SP, SI, SFREE = S[4], S[5], S[8], S[10], S[11], S[14]
+    m = META[M_M]
     for k in range(m, pos, -1):
         ORD[k] = ORD[k - 1]
         FIRST[k] = FIRST[k - 1]
     ORD[pos] = cid
     FIRST[pos] = first
+    META[M_M] = m + 1
+    ns = META[M_NS]
+    g = _super_of(SP, ns, pos - 1)
+    for k in range(g + 1, ns + 1):
+        SP[k, 0] += 1
+    SI[SP[g, 1], 2] = -1
+    size = SP[g + 1, 0] - SP[g, 0]
+    if size > 2 * SUPER:  # split the super-chunk in two
+        sid = _new_id(META, SFREE, M_NSFREE, M_NSIDS)
+        for k in range(ns + 1, g + 1, -1):
+            SP[k, 0] = SP[k - 1, 0]
+            SP[k, 1] = SP[k - 1, 1]
+        SP[g + 1, 0] = SP[g, 0] + size // 2
+        SP[g + 1, 1] = sid
+        SI[sid, 2] = -1
+        META[M_NS] = ns + 1
 
 
 @njit(cache=True)
-def _delete_pos(ORD, FIRST, m, pos):
+def _delete_pos(S, pos):
+    ORD, FIRST, META, FREE, SP, SI, SFREE = S[4], S[5], S[8], S[9], S[10], S[11], S[14]
+    FREE[META[M_NFREE]] = ORD[pos]
+    META[M_NFREE] += 1
+    m = META[M_M]
     for k in range(pos, m - 1):
         ORD[k] = ORD[k + 1]
         FIRST[k] = FIRST[k + 1]
+    META[M_M] = m - 1
+    ns = META[M_NS]
+    g = _super_of(SP, ns, pos)
+    for k in range(g + 1, ns + 1):
+        SP[k, 0] -= 1
+    if SP[g, 0] == SP[g + 1, 0]:  # the super-chunk is empty: drop it
+        SFREE[META[M_NSFREE]] = SP[g, 1]
+        META[M_NSFREE] += 1
+        for k in range(g, ns):
+            SP[k, 0] = SP[k + 1, 0]
+            SP[k, 1] = SP[k + 1, 1]
+        META[M_NS] = ns - 1
+    else:
+        SI[SP[g, 1], 2] = -1
 
 
 @njit(cache=True)
-def _split(T, CC, HV, CM, ORD, FIRST, META, FREE, pos):
+def _split(S, pos):
+    T, CC, HV, CM, ORD, META, FREE = S[0], S[1], S[2], S[3], S[4], S[8], S[9]
     cid = ORD[pos]
     L = CM[cid, 0]
     half = L // 2
-    c2 = _new_chunk_id(META, FREE)
+    c2 = _new_id(META, FREE, M_NFREE, M_NIDS)
     n2 = L - half
     bw = CC[cid, 0, half]
     bs = CC[cid, 1, half]
@@ -477,23 +619,31 @@ def _split(T, CC, HV, CM, ORD, FIRST, META, FREE, pos):
         CC[c2, 1, j] = CC[cid, 1, half + j] - bs
     CM[cid, 0] = half
     CM[c2, 0] = n2
-    _insert_pos(ORD, FIRST, META[M_M], pos + 1, c2, T[c2, 0])
-    META[M_M] += 1
     _chunk_hull(CC, HV, CM, cid)
     _chunk_hull(CC, HV, CM, c2)
+    _insert_pos(S, pos + 1, c2, T[c2, 0])
 
 
 @njit(cache=True)
-def add(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
-    """Add one pair; the caller guarantees a free chunk id. Returns fix_blocks' code."""
+def add(S, x, y):
+    """Add one pair; the caller guarantees a free chunk id and a free super-chunk id.
+    Returns fix_blocks' code."""
+    T, CC, HV, CM, ORD, FIRST, META, FREE = S[0], S[1], S[2], S[3], S[4], S[5], S[8], S[9]
+    SP, SI, SFREE = S[10], S[11], S[14]
     if META[M_M] == 0:
-        cid = _new_chunk_id(META, FREE)
+        cid = _new_id(META, FREE, M_NFREE, M_NIDS)
         CM[cid, 0] = 0
         CC[cid, 0, 0] = 0
         CC[cid, 1, 0] = 0
         ORD[0] = cid
         FIRST[0] = x
         META[M_M] = 1
+        sid = _new_id(META, SFREE, M_NSFREE, M_NSIDS)
+        SP[0, 0] = 0
+        SP[0, 1] = sid
+        SP[1, 0] = 1
+        SI[sid, 2] = -1
+        META[M_NS] = 1
     m = META[M_M]
     pos = _chunk_pos(FIRST, m, x)
     cid = ORD[pos]
@@ -518,24 +668,18 @@ def add(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
         if i == 0:
             FIRST[pos] = x
     META[M_N] += 1
+    _stale(S, pos)
     if L >= T.shape[1]:
-        _split(T, CC, HV, CM, ORD, FIRST, META, FREE, pos)
+        _split(S, pos)
     else:
         _chunk_hull(CC, HV, CM, cid)
-    return fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x)
+    return fix_blocks(S, x)
 
 
 @njit(cache=True)
-def _drop_chunk(ORD, FIRST, META, FREE, pos):
-    FREE[META[M_NFREE]] = ORD[pos]
-    META[M_NFREE] += 1
-    _delete_pos(ORD, FIRST, META[M_M], pos)
-    META[M_M] -= 1
-
-
-@njit(cache=True)
-def _absorb_next(T, CC, HV, CM, ORD, FIRST, META, FREE, pos):
+def _absorb_next(S, pos):
     """Append chunk pos + 1 to chunk pos (the caller checked it fits)."""
+    T, CC, HV, CM, ORD = S[0], S[1], S[2], S[3], S[4]
     a = ORD[pos]
     c = ORD[pos + 1]
     La = CM[a, 0]
@@ -548,13 +692,15 @@ def _absorb_next(T, CC, HV, CM, ORD, FIRST, META, FREE, pos):
         CC[a, 0, La + j] = bw + CC[c, 0, j]
         CC[a, 1, La + j] = bs + CC[c, 1, j]
     CM[a, 0] = La + Lc
-    _drop_chunk(ORD, FIRST, META, FREE, pos + 1)
     _chunk_hull(CC, HV, CM, a)
+    _stale(S, pos)
+    _delete_pos(S, pos + 1)
 
 
 @njit(cache=True)
-def remove(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
+def remove(S, x, y):
     """Remove one pair. Returns ERR_NOT_HELD (state untouched) or fix_blocks' code."""
+    T, CC, HV, CM, ORD, FIRST, META = S[0], S[1], S[2], S[3], S[4], S[5], S[8]
     m = META[M_M]
     if m == 0:
         return ERR_NOT_HELD
@@ -569,6 +715,7 @@ def remove(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
     if (y == 1 and s == 0) or (y == 0 and w == s):
         return ERR_NOT_HELD
     META[M_N] -= 1
+    _stale(S, pos)
     if w == 1:
         for j in range(i, L - 1):
             T[cid, j] = T[cid, j + 1]
@@ -579,16 +726,17 @@ def remove(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
         CM[cid, 0] = L
         META[M_K] -= 1
         if L == 0:
-            _drop_chunk(ORD, FIRST, META, FREE, pos)
+            _delete_pos(S, pos)
         else:
             if i == 0:
                 FIRST[pos] = T[cid, 0]
             # keep chunks from fragmenting under sliding windows
             m = META[M_M]
-            if pos + 1 < m and L + CM[ORD[pos + 1], 0] <= T.shape[1] // 2:
-                _absorb_next(T, CC, HV, CM, ORD, FIRST, META, FREE, pos)
-            elif pos > 0 and L + CM[ORD[pos - 1], 0] <= T.shape[1] // 2:
-                _absorb_next(T, CC, HV, CM, ORD, FIRST, META, FREE, pos - 1)
+            half = T.shape[1] // 2
+            if pos + 1 < m and L + CM[ORD[pos + 1], 0] <= half:
+                _absorb_next(S, pos)
+            elif pos > 0 and L + CM[ORD[pos - 1], 0] <= half:
+                _absorb_next(S, pos - 1)
             else:
                 _chunk_hull(CC, HV, CM, cid)
     else:
@@ -596,7 +744,7 @@ def remove(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, FREE, x, y):
             CC[cid, 0, j] -= 1
             CC[cid, 1, j] -= y
         _chunk_hull(CC, HV, CM, cid)
-    return fix_blocks(T, CC, HV, CM, ORD, FIRST, BT, BWS, META, x)
+    return fix_blocks(S, x)
 
 
 @njit(cache=True)
@@ -606,8 +754,9 @@ def build_hulls(CC, HV, CM, nch):
 
 
 @njit(cache=True)
-def groups(T, CC, CM, ORD, META, t, w, s):
+def groups(S, t, w, s):
     """Write the groups in score order into t, w, s (sized META[M_K])."""
+    T, CC, CM, ORD, META = S[0], S[1], S[3], S[4], S[8]
     k = 0
     for pos in range(META[M_M]):
         cid = ORD[pos]

@@ -63,7 +63,7 @@ class ScoreStore:
 
     # ------------------------------------------------------------------ state
 
-    def _alloc(self, n_chunks: int, n_blocks: int) -> None:
+    def _alloc(self, n_chunks: int, n_blocks: int, n_supers: int = _MIN_CHUNKS) -> None:
         cap = self._chunk
         self._T = np.zeros((n_chunks, cap), np.float64)
         self._CC = np.zeros((n_chunks, 2, cap + 1), np.int64)
@@ -75,30 +75,16 @@ class ScoreStore:
         self._BT = np.zeros(n_blocks, np.float64)
         self._BWS = np.zeros((n_blocks, 2), np.int64)
         self._META = np.zeros(K.META_SIZE, np.int64)
+        self._SP = np.zeros((n_supers + 1, 2), np.int64)
+        self._SI = np.full((n_supers, 3), -1, np.int64)
+        self._SH = np.zeros((n_supers, 2, K.HMAX), np.int64)
+        self._SHT = np.zeros((n_supers, K.HMAX), np.float64)
+        self._SFREE = np.zeros(n_supers, np.int64)
+        self._pack()
 
-    def _grow_chunks(self) -> None:
-        n = self._T.shape[0]
-        new = n + max(n // 2, _MIN_CHUNKS)
-
-        def grown(a):
-            b = np.zeros((new,) + a.shape[1:], a.dtype)
-            b[:n] = a
-            return b
-
-        self._T, self._CC, self._HV, self._CM = map(grown, (self._T, self._CC, self._HV, self._CM))
-        self._ORD, self._FIRST, self._FREE = map(grown, (self._ORD, self._FIRST, self._FREE))
-
-    def _grow_blocks(self, needed: int) -> None:
-        new = max(needed, 2 * self._BT.shape[0])
-        nb = int(self._META[K.M_NB])
-        bt = np.zeros(new, np.float64)
-        bws = np.zeros((new, 2), np.int64)
-        bt[:nb] = self._BT[:nb]
-        bws[:nb] = self._BWS[:nb]
-        self._BT, self._BWS = bt, bws
-
-    def _args(self):
-        return (
+    def _pack(self) -> None:
+        # one tuple argument for the kernels (cheaper to pass than fifteen arrays)
+        self._S = (
             self._T,
             self._CC,
             self._HV,
@@ -108,12 +94,49 @@ class ScoreStore:
             self._BT,
             self._BWS,
             self._META,
+            self._FREE,
+            self._SP,
+            self._SI,
+            self._SH,
+            self._SHT,
+            self._SFREE,
         )
+
+    @staticmethod
+    def _grown(a: np.ndarray, new: int, fill=0) -> np.ndarray:
+        b = np.full((new,) + a.shape[1:], fill, a.dtype)
+        b[: a.shape[0]] = a
+        return b
+
+    def _ensure_room(self) -> None:
+        """Make sure one add can take a new chunk id and a new super-chunk id."""
+        meta = self._META
+        n = self._T.shape[0]
+        if meta[K.M_NIDS] == n and meta[K.M_NFREE] == 0:
+            new = n + max(n // 2, _MIN_CHUNKS)
+            for name in ("_T", "_CC", "_HV", "_CM", "_ORD", "_FIRST", "_FREE"):
+                setattr(self, name, self._grown(getattr(self, name), new))
+            self._pack()
+        n = self._SI.shape[0]
+        if meta[K.M_NSIDS] == n and meta[K.M_NSFREE] == 0:
+            new = n + max(n // 2, _MIN_CHUNKS)
+            self._SP = self._grown(self._SP, new + 1)
+            self._SI = self._grown(self._SI, new, -1)
+            self._SH = self._grown(self._SH, new)
+            self._SHT = self._grown(self._SHT, new)
+            self._SFREE = self._grown(self._SFREE, new)
+            self._pack()
+
+    def _grow_blocks(self, needed: int) -> None:
+        new = max(needed, 2 * self._BT.shape[0])
+        self._BT = self._grown(self._BT, new)
+        self._BWS = self._grown(self._BWS, new)
+        self._pack()
 
     def _fix_blocks(self, code: int, x: float) -> None:
         while code < 0:  # the block arrays were too small: nothing was changed, grow and redo
             self._grow_blocks(-code)
-            code = K.fix_blocks(*self._args(), x)
+            code = K.fix_blocks(self._S, x)
 
     @classmethod
     def _from_groups(cls, t, w, s, chunk: int = K.CAP) -> ScoreStore:
@@ -122,7 +145,10 @@ class ScoreStore:
         k = len(t)
         fill = max(store._chunk // 2, 1)
         nch = -(-k // fill)
-        store._alloc(max(nch + nch // 2, _MIN_CHUNKS), max(k + 2, 16))
+        nsup = -(-nch // K.SUPER)
+        store._alloc(
+            max(nch + nch // 2, _MIN_CHUNKS), max(k + 2, 16), max(nsup + nsup // 2, _MIN_CHUNKS)
+        )
         if k:
             pad = nch * fill - k
             tt = np.concatenate([t, np.full(pad, t[-1])]).reshape(nch, fill)
@@ -136,9 +162,14 @@ class ScoreStore:
             store._ORD[:nch] = np.arange(nch)
             store._FIRST[:nch] = tt[:, 0]
             K.build_hulls(store._CC, store._HV, store._CM, nch)
+            store._SP[:nsup, 0] = np.arange(nsup) * K.SUPER
+            store._SP[:nsup, 1] = np.arange(nsup)
+            store._SP[nsup, 0] = nch
             meta = store._META
             meta[K.M_M] = nch
             meta[K.M_NIDS] = nch
+            meta[K.M_NS] = nsup
+            meta[K.M_NSIDS] = nsup
             meta[K.M_N] = int(w.sum())
             meta[K.M_K] = k
             meta[K.M_NB] = K.pava_blocks(t, w, s, store._BT, store._BWS)
@@ -149,7 +180,7 @@ class ScoreStore:
         t = np.empty(k, np.float64)
         w = np.empty(k, np.int64)
         s = np.empty(k, np.int64)
-        K.groups(self._T, self._CC, self._CM, self._ORD, self._META, t, w, s)
+        K.groups(self._S, t, w, s)
         return t, w, s
 
     # ------------------------------------------------------------------ public API
@@ -171,10 +202,8 @@ class ScoreStore:
     def add(self, score, label) -> None:
         """Add one (score, label) pair; ``ValueError`` (store unchanged) on bad input."""
         x, y = check_score(score), check_label(label)
-        meta = self._META
-        if meta[K.M_NIDS] == self._T.shape[0] and meta[K.M_NFREE] == 0:
-            self._grow_chunks()
-        self._fix_blocks(K.add(*self._args(), self._FREE, x, y), x)
+        self._ensure_room()
+        self._fix_blocks(K.add(self._S, x, y), x)
 
     def add_many(self, scores, labels) -> None:
         """Add many pairs at once; all are checked before any is added."""
@@ -194,14 +223,14 @@ class ScoreStore:
     def remove(self, score, label) -> None:
         """Remove one held pair; ``ValueError`` (store unchanged) if it is not held."""
         x, y = check_score(score), check_label(label)
-        code = K.remove(*self._args(), self._FREE, x, y)
+        code = K.remove(self._S, x, y)
         if code == K.ERR_NOT_HELD:
             raise ValueError(f"pair ({score!r}, {label!r}) is not in the store")
         self._fix_blocks(code, x)
 
     def query(self, score) -> tuple[float, float]:
         """(p0, p1) for one test score, as Python floats."""
-        return K.query_one(*self._args(), check_score(score))
+        return K.query_one(self._S, check_score(score))
 
     def query_many(self, scores) -> tuple[np.ndarray, np.ndarray]:
         """(p0, p1) arrays for many test scores, in one call into the kernels."""
@@ -209,7 +238,7 @@ class ScoreStore:
         flat = np.ascontiguousarray(x.ravel())
         p0 = np.empty(flat.shape[0])
         p1 = np.empty(flat.shape[0])
-        K.query_many(*self._args(), flat, p0, p1)
+        K.query_many(self._S, flat, p0, p1)
         return p0.reshape(x.shape), p1.reshape(x.shape)
 
     def clear(self) -> None:
