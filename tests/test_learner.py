@@ -166,3 +166,21 @@ def test_wrapping_a_pipeline_with_one_hot_features():
     for x, y in datasets.Phishing().take(100):
         assert 0.0 < clf.predict_proba_one(x)[True] < 1.0
         clf.learn_one(x, y)
+
+
+def test_scalar_merges_equal_the_cores_bit_for_bit():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from streamcal.core import MERGES
+    from streamcal.learner.classifier import _MERGES
+
+    unit = st.floats(0.0, 1.0)
+
+    @given(unit, unit)
+    def check(a, b):
+        p0, p1 = min(a, b), max(a, b)
+        for name, merge in MERGES.items():
+            assert _MERGES[name](p0, p1) == merge(p0, p1)
+
+    check()

@@ -18,6 +18,15 @@ __all__ = ["VennAbersClassifier", "MODES"]
 
 MODES = ("pretrained", "sva", "va")
 
+# The core's merges on Python floats: the same operations in the same order, hence the same
+# results, without numpy's per-call overhead (a few µs, on every prediction).
+_MERGES = {
+    "log": lambda p0, p1: p1 / (1.0 - p0 + p1),
+    "square": lambda p0, p1: p1 + p0 * p0 / 2.0 - p1 * p1 / 2.0,
+    "mean": lambda p0, p1: (p0 + p1) / 2.0,
+}
+assert _MERGES.keys() == MERGES.keys()
+
 
 def _check_window(name: str, value, allow_none: bool = False):
     if value is None and allow_none:
@@ -164,7 +173,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score."""
         score, p0, p1 = self._state.predict(x)
-        return VennAbersInterval(p0=p0, p1=p1, p=float(MERGES[self.merge](p0, p1)), score=score)
+        return VennAbersInterval(p0, p1, _MERGES[self.merge](p0, p1), score)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
         p = self.predict_interval_one(x).p

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 
 from streamcal.core import ScoreStore
-from streamcal.learner.scoring import canonical, score_many, score_one
+from streamcal.learner.scoring import canonical, score_many, score_sorted
 
 __all__ = ["PretrainedVennAbers"]
 
@@ -58,22 +58,24 @@ class PretrainedVennAbers:
     def calibration_size(self) -> int:
         return len(self.calibration)
 
-    def score(self, x) -> float:
+    def _score(self, x) -> tuple[dict, float]:
+        """(canonical copy of x, its score), reusing the last one if x and the model match."""
         cache = self._cache
         if cache is not None and cache[1] == self.version and cache[0] == x:
-            return cache[2]
-        s = score_one(self.model, x)
-        self._cache = (canonical(x), self.version, s)
-        return s
+            return cache[0], cache[2]
+        cx = canonical(x)
+        s = score_sorted(self.model, cx)
+        self._cache = (cx, self.version, s)
+        return cx, s
 
     def predict(self, x) -> tuple[float, float, float]:
-        s = self.score(x)
+        s = self._score(x)[1]
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
     def learn(self, x, y: int) -> None:
-        s = self.score(x)
-        self.calibration.append((canonical(x), y, s))
+        cx, s = self._score(x)
+        self.calibration.append((cx, y, s))
         self.store.add(s, y)
         self.n_seen += 1
         target = min(self.window, (self.n_seen + 1) // 2)

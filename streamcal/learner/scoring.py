@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from streamcal.core._validate import check_score
 
-__all__ = ["canonical", "score_one", "score_many"]
+__all__ = ["canonical", "score_one", "score_sorted", "score_many"]
 
 
 def canonical(x: dict) -> dict:
@@ -30,16 +30,24 @@ def canonical(x: dict) -> dict:
 
 
 def score_one(model, x) -> float:
-    """P(True) according to ``model``; 0.5 when it has learned nothing and returns ``{}``.
-
-    A model that has seen only one class may return a one-key dict: the missing class
-    then has probability 0 (or its complement, whichever key is present).
+    """P(True) of ``x`` by ``model``, features sorted first (see ``score_sorted``).
 
     >>> from river import linear_model
     >>> score_one(linear_model.LogisticRegression(), {"a": 1.0})
     0.5
     """
-    proba = model.predict_proba_one(canonical(x))
+    return score_sorted(model, canonical(x))
+
+
+def score_sorted(model, x) -> float:
+    """P(True) according to ``model``; 0.5 when it has learned nothing and returns ``{}``.
+
+    A model that has seen only one class may return a one-key dict: the missing class
+    then has probability 0 (or its complement, whichever key is present).
+
+    ``x`` must already be in canonical order (``canonical(x)``).
+    """
+    proba = model.predict_proba_one(x)
     if not proba:
         return 0.5
     if True in proba:
@@ -60,5 +68,5 @@ def score_one(model, x) -> float:
 
 
 def score_many(model, xs) -> list[float]:
-    """``score_one`` for each object of ``xs``, in order, with the same model."""
-    return [score_one(model, x) for x in xs]
+    """``score_sorted`` for each (canonical) object of ``xs``, in order, with the same model."""
+    return [score_sorted(model, x) for x in xs]

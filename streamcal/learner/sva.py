@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 from streamcal.core import ScoreStore
-from streamcal.learner.scoring import canonical, score_many, score_one
+from streamcal.learner.scoring import canonical, score_many, score_one, score_sorted
 
 __all__ = ["SimplifiedVennAbers"]
 
@@ -57,7 +57,7 @@ class SimplifiedVennAbers:
     def learn(self, x, y: int) -> None:
         x = canonical(x)  # a copy, in the order the model always sees
         self.model.learn_one(x, bool(y))
-        s = score_one(self.model, x)
+        s = score_sorted(self.model, x)
         self.store.add(s, y)
         self.n_seen += 1
         if self.window is None:

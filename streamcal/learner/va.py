@@ -23,7 +23,7 @@ import numpy as np
 
 from streamcal.core import venn_abers
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
-from streamcal.learner.scoring import canonical, score_many, score_one
+from streamcal.learner.scoring import canonical, score_many, score_sorted
 
 __all__ = ["VennAbers"]
 
@@ -60,7 +60,7 @@ class VennAbers:
         if cache is not None and cache[1] == self.version and cache[0] == x:
             return cache[2]
         x = canonical(x)
-        s = score_one(self.model, x)
+        s = score_sorted(self.model, x)
         if self.matrix is None:
             xs = [o[0] for o in self.objects]
             xs.append(x)

@@ -1,0 +1,274 @@
+"""Benchmark of VennAbersClassifier: per-event cost of each mode, and prequential quality.
+
+Run: ``python benchmarks/learner.py`` (full, several minutes) or ``--quick``.
+
+Tables, all measured side by side in one run:
+
+1. cost: µs per event (``predict_proba_one`` + ``learn_one``) of each mode around
+   ``StandardScaler() | LogisticRegression()`` on ``Hyperplane(n_features=20)``, after
+   ``--warmup`` labels, against the bare pipeline. The variants run round-robin in blocks
+   on the same events, so machine load hits them alike.
+2. va: events/s of mode "va" at ``--va-window`` (vectorised linear path and, on fewer
+   events, the generic object-by-object path).
+3. quality: prequential log loss, square loss and (mean p0, frequency of 1s, mean p1) per
+   mode x model on Phishing and Bananas in stream order and shuffled, and on a synthetic
+   imbalanced stream with known probabilities. "valid" = mean p0 <= frequency <= mean p1
+   within 3 standard errors of the mean of y - p0 (resp. p1 - y).
+4. va quality: mode "va" (small window, stream prefix) next to the default on that prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+
+import numpy as np
+from river import datasets, linear_model, naive_bayes, preprocessing, tree
+from river.datasets import synth
+
+from streamcal import VennAbersClassifier
+
+
+def lr():
+    return preprocessing.StandardScaler() | linear_model.LogisticRegression()
+
+
+MODELS = {"lr": lr, "gnb": naive_bayes.GaussianNB, "ht": tree.HoeffdingTreeClassifier}
+
+
+def table(title, header, rows):
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for r in rows:
+        print("| " + " | ".join(str(c) for c in r) + " |")
+
+
+# --- 1. cost -------------------------------------------------------------------------
+
+
+class Bare:
+    """The bare pipeline behind the same interface."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def predict_proba_one(self, x):
+        return self.model.predict_proba_one(x)
+
+    def learn_one(self, x, y):
+        self.model.learn_one(x, y)
+
+
+def cost(args):
+    n_feat = 20
+    stream = synth.Hyperplane(seed=42, n_features=n_feat)
+    warm = list(stream.take(args.warmup))
+    measure = list(synth.Hyperplane(seed=43, n_features=n_feat).take(args.events))
+    variants = {
+        "bare pipeline": Bare(lr()),
+        "pretrained (default)": VennAbersClassifier(lr()),
+        "sva": VennAbersClassifier(lr(), mode="sva"),
+        "sva, refresh_every=100": VennAbersClassifier(lr(), mode="sva", refresh_every=100),
+    }
+    for name, v in variants.items():
+        t = time.perf_counter()
+        for x, y in warm:
+            v.predict_proba_one(x)
+            v.learn_one(x, y)
+        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
+    spent = dict.fromkeys(variants, 0.0)
+    block = 250
+    for i in range(0, len(measure), block):
+        chunk = measure[i : i + block]
+        for name, v in variants.items():
+            t = time.perf_counter()
+            for x, y in chunk:
+                v.predict_proba_one(x)
+                v.learn_one(x, y)
+            spent[name] += time.perf_counter() - t
+    base = spent["bare pipeline"]
+    rows = [
+        (name, f"{s / len(measure) * 1e6:.1f}", f"{s / base:.2f}x", f"{len(measure) / s:,.0f}")
+        for name, s in spent.items()
+    ]
+    table(
+        f"Per-event cost, StandardScaler | LogisticRegression, Hyperplane(n_features=20), "
+        f"after {args.warmup:,} labels, {len(measure):,} events timed",
+        ["variant", "µs / event", "vs bare", "events / s"],
+        rows,
+    )
+
+
+# --- 2. va throughput ----------------------------------------------------------------
+
+
+def va_speed(args):
+    w = args.va_window
+    data = list(synth.Hyperplane(seed=42, n_features=20).take(w + args.va_speed_events))
+    rows = []
+    for name, generic, n in [
+        ("va, numpy path for (scaled) LR", False, args.va_speed_events),
+        ("va, object by object", True, max(20, args.va_speed_events // 10)),
+    ]:
+        clf = VennAbersClassifier(lr(), mode="va", window=w)
+        if generic:
+            clf._state.matrix = None
+        for x, y in data[:w]:
+            clf.learn_one(x, y)
+        t = time.perf_counter()
+        for x, y in data[w : w + n]:
+            clf.predict_proba_one(x)
+            clf.learn_one(x, y)
+        s = time.perf_counter() - t
+        rows.append((name, w, n, f"{s / n * 1e3:.2f}", f"{n / s:,.0f}"))
+    table(
+        "Mode va throughput, StandardScaler | LogisticRegression, Hyperplane(n_features=20)",
+        ["variant", "window", "events", "ms / event", "events / s"],
+        rows,
+    )
+
+
+# --- 3./4. quality -------------------------------------------------------------------
+
+
+def imbalanced(n, seed=5):
+    """x ~ N(0, I_5), P(y = 1 | x) = sigmoid(2 x0 - x1 - 4): about 6 % ones."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 5))
+    p = 1 / (1 + np.exp(-(2 * X[:, 0] - X[:, 1] - 4)))
+    y = rng.random(n) < p
+    return [
+        ({f"x{j}": float(v) for j, v in enumerate(row)}, bool(t))
+        for row, t in zip(X, y, strict=True)
+    ]
+
+
+def streams(args):
+    out = {}
+    for name, ds in [("Phishing", datasets.Phishing), ("Bananas", datasets.Bananas)]:
+        data = list(ds())
+        out[(name, "stream")] = data
+        shuffled = data[:]
+        random.Random(0).shuffle(shuffled)
+        out[(name, "shuffled")] = shuffled
+    out[("Synthetic 6% ones", "iid")] = imbalanced(args.synthetic)
+    return out
+
+
+def prequential(clf, data, raw=False):
+    p0s, p1s, ps, ys = [], [], [], []
+    for x, y in data:
+        if raw:
+            p = clf.predict_proba_one(x).get(True, 0.5) if clf.predict_proba_one(x) else 0.5
+            p0 = p1 = p
+        else:
+            iv = clf.predict_interval_one(x)
+            p0, p1, p = iv.p0, iv.p1, iv.p
+        p0s.append(p0)
+        p1s.append(p1)
+        ps.append(p)
+        ys.append(float(y))
+        clf.learn_one(x, y)
+    return np.array(p0s), np.array(p1s), np.array(ps), np.array(ys)
+
+
+def summary(p0, p1, p, y, raw=False):
+    pc = np.clip(p, 1e-15, 1 - 1e-15)
+    log = float(-np.mean(y * np.log(pc) + (1 - y) * np.log(1 - pc)))
+    sq = float(np.mean((y - p) ** 2))
+    if raw:
+        return [f"{log:.4f}", f"{sq:.4f}", "", f"{y.mean():.4f}", "", ""]
+    d0, d1 = y - p0, p1 - y
+    se0 = 3 * d0.std(ddof=1) / math.sqrt(len(y))
+    se1 = 3 * d1.std(ddof=1) / math.sqrt(len(y))
+    ok = d0.mean() >= -se0 and d1.mean() >= -se1
+    return [
+        f"{log:.4f}",
+        f"{sq:.4f}",
+        f"{p0.mean():.4f}",
+        f"{y.mean():.4f}",
+        f"{p1.mean():.4f}",
+        "yes" if ok else "**NO**",
+    ]
+
+
+QUALITY_MODES = {
+    "bare model": None,
+    "pretrained": {},
+    "sva": {"mode": "sva"},
+    "sva, refresh 100": {"mode": "sva", "refresh_every": 100},
+}
+
+
+def quality(args):
+    rows = []
+    for (name, order), data in streams(args).items():
+        for model in MODELS:
+            for mode, kw in QUALITY_MODES.items():
+                t = time.perf_counter()
+                if kw is None:
+                    res = summary(*prequential(MODELS[model](), data, raw=True), raw=True)
+                else:
+                    clf = VennAbersClassifier(MODELS[model](), **kw)
+                    res = summary(*prequential(clf, data))
+                rows.append([name, order, model, mode, *res])
+                print(
+                    f"  {name} {order} {model} {mode}: {time.perf_counter() - t:.1f} s", flush=True
+                )
+    table(
+        "Prequential quality (window 1000, log merge; 'valid': mean p0 <= freq <= mean p1 "
+        "within 3 s.e.)",
+        ["data", "order", "model", "mode", "log loss", "square loss", "mean p0", "freq",
+         "mean p1", "valid"],
+        rows,
+    )  # fmt: skip
+
+
+def va_quality(args):
+    rows = []
+    n, w = args.va_events, args.va_quality_window
+    for (name, order), data in streams(args).items():
+        prefix = data[:n]
+        for model in MODELS:
+            for mode, kw in [("pretrained", {}), (f"va, window {w}", {"mode": "va", "window": w})]:
+                clf = VennAbersClassifier(MODELS[model](), **kw)
+                rows.append([name, order, model, mode, *summary(*prequential(clf, prefix))])
+            print(f"  va {name} {order} {model}", flush=True)
+    table(
+        f"Mode va on the first {n} events (pretrained on the same prefix for comparison)",
+        ["data", "order", "model", "mode", "log loss", "square loss", "mean p0", "freq",
+         "mean p1", "valid"],
+        rows,
+    )  # fmt: skip
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, about a minute")
+    ap.add_argument("--warmup", type=int, help="labels seen before timing (default 100000)")
+    ap.add_argument("--events", type=int, help="events timed per variant (default 20000)")
+    ap.add_argument("--va-window", type=int, default=1000)
+    ap.add_argument("--va-speed-events", type=int, help="events timed for va (default 2000)")
+    ap.add_argument("--va-events", type=int, help="prefix for the va quality table (400)")
+    ap.add_argument("--va-quality-window", type=int, default=50)
+    ap.add_argument("--synthetic", type=int, help="length of the synthetic stream (20000)")
+    ap.add_argument("--only", choices=["cost", "va", "quality", "va-quality"], action="append")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    args.warmup = args.warmup or (10_000 if quick else 100_000)
+    args.events = args.events or (2_000 if quick else 20_000)
+    args.va_speed_events = args.va_speed_events or (300 if quick else 2_000)
+    args.va_events = args.va_events or (150 if quick else 400)
+    args.synthetic = args.synthetic or (3_000 if quick else 20_000)
+    if quick:
+        args.va_quality_window = min(args.va_quality_window, 20)
+    parts = {"cost": cost, "va": va_speed, "quality": quality, "va-quality": va_quality}
+    for name in args.only or parts:
+        parts[name](args)
+
+
+if __name__ == "__main__":
+    main()
