@@ -116,5 +116,9 @@ class OrderedMerge:
             # Short polls while a lagging partition holds the others back; longer when idle.
             self._poll(min(remaining, 0.05 if self._heap else 0.2))
 
+    def caught_up(self) -> bool:
+        """True when nothing is buffered and every partition has reached its highwater mark."""
+        return not self._heap and not self._waiting
+
     def buffered(self) -> int:
         return sum(len(b) for b in self._bufs.values())

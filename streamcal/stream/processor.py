@@ -460,7 +460,10 @@ class Processor:
                     if progress is not None and n % 1000 == 0:
                         progress(st.counts["events"])
                 elif max_idle_s is not None and now - last_record_at >= max_idle_s:
-                    break
+                    # Idle means caught up; before that (start-up, a backlog still being
+                    # fetched) wait longer, but not forever (a broker that went away).
+                    if merge.caught_up() or now - last_record_at >= max(60.0, 10 * max_idle_s):
+                        break
                 self.merge_stalls = merge.stalls
                 if now - self._last_line_at >= cfg.metrics_interval:
                     counts = (st.counts["events"], st.counts["labels"], st.counts["dead_letters"])

@@ -1,0 +1,226 @@
+"""Throughput of `streamcal run` against tansu, side by side with a bare kafka-python loop.
+
+Both read the same two topics (events and labels, all partitions, from the start) on the
+same local tansu broker in the same run; the bare loop produces one message per event and
+does nothing else, the processor produces a Venn-Abers prediction per event (sva, scaled
+logistic regression) and joins every label. Rates are steady-state: measured between the
+first and the last metric line of the processor (every --metrics-every labels), and
+between the first record and the last flush of the bare loop. CPU seconds per event come
+from the child processes' rusage. A cProfile run of the processor in process splits CPU
+per event into Kafka client, JSON, model, calibration, tracker and bookkeeping (cProfile
+inflates Python-heavy parts; read the split as proportions).
+
+    python benchmarks/kafka.py              # 200k events (several minutes)
+    python benchmarks/kafka.py --quick      # 20k events
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+# This file is named kafka.py: when run as a script its directory comes first on sys.path
+# and would shadow the kafka-python package.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
+import orjson  # noqa: E402
+
+T0 = 1_700_000_000_000
+
+BARE_LOOP = r"""
+import sys, time
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+bootstrap, events, labels, out, n = sys.argv[1:6]
+n = int(n)
+consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                         auto_offset_reset="earliest", max_poll_records=2000, fetch_max_wait_ms=100)
+producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
+                         batch_size=256 * 1024)
+tps = []
+for t in (events, labels):
+    while not consumer.partitions_for_topic(t):
+        consumer.topics()
+        time.sleep(0.05)
+    tps += [TopicPartition(t, p) for p in sorted(consumer.partitions_for_topic(t))]
+consumer.assign(tps)
+for tp in tps:
+    consumer.seek(tp, 0)
+seen = 0
+first = None
+while seen < n:
+    for tp, recs in consumer.poll(timeout_ms=200).items():
+        if first is None:
+            first = time.monotonic()
+        if tp.topic == events:
+            for r in recs:
+                producer.send(out, key=r.key, value=r.value)
+            seen += len(recs)
+producer.flush()
+print(n / (time.monotonic() - first))
+"""
+
+
+def produce_input(bootstrap: str, events: str, labels: str, n: int, seed: int = 0) -> None:
+    from kafka import KafkaProducer
+
+    rng = random.Random(seed)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=512 * 1024)
+    for i in range(n):
+        x = [rng.gauss(0, 1) for _ in range(5)]
+        z = 1.2 * x[0] - 0.8 * x[1] + 0.5 * x[2] * x[3]
+        y = 1 if rng.random() < 1 / (1 + 2.718281828**-z) else 0
+        eid = f"e{i}".encode()
+        ts = T0 + 10 * i
+        feats = {f"x{j}": v for j, v in enumerate(x)}
+        producer.send(events, key=eid, value=orjson.dumps({"id": eid.decode(), "features": feats}),
+                      timestamp_ms=ts)  # fmt: skip
+        producer.send(labels, key=eid, value=orjson.dumps({"id": eid.decode(), "label": y}),
+                      timestamp_ms=ts + 5)  # fmt: skip
+    producer.flush()
+    producer.close()
+
+
+def child_cpu(before) -> float:
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def run_streamcal(bootstrap, topics, n, every) -> tuple[float, float, dict]:
+    tmp = tempfile.mkdtemp()
+    metrics = os.path.join(tmp, "metrics.jsonl")
+    cmd = [
+        sys.executable, "-m", "streamcal", "run",
+        "--bootstrap-servers", bootstrap, "--group-id", topics["group"],
+        "--events-topic", topics["events"], "--labels-topic", topics["labels"],
+        "--predictions-topic", topics["predictions"], "--dead-letter-topic", topics["dead"],
+        "--mode", "sva", "--model", "logreg", "--metrics-file", metrics,
+        "--metrics-every", str(every), "--max-idle-s", "2",
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, cwd=tempfile.gettempdir())
+    cpu = child_cpu(before)
+    with open(metrics, "rb") as fh:
+        lines = [orjson.loads(x) for x in fh]
+    steady = [x for x in lines if x["labels"] % every == 0 and x["labels"] > 0]
+    steady = list({x["labels"]: x for x in steady}.values())
+    a, b = steady[0], steady[-1]
+    rate = (b["events"] - a["events"]) / (b["ts"] - a["ts"])
+    return rate, cpu / n, lines[-1]
+
+
+def run_bare(bootstrap, topics, n) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        [sys.executable, "-c", BARE_LOOP, bootstrap, topics["events"], topics["labels"],
+         topics["bare_out"], str(n)],
+        check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    return float(out.stdout.strip()), child_cpu(before) / n
+
+
+CATEGORIES = (
+    ("kafka client", ("/kafka/",)),
+    ("JSON", ("orjson", "streamcal/stream/messages.py", "streamcal/stream/deadletter.py")),
+    ("model (river)", ("/river/",)),
+    ("calibration (learner+core)", ("streamcal/learner/", "streamcal/core/", "numba", "numpy")),
+    ("tracker (monitoring)", ("streamcal/monitoring/",)),
+    ("bookkeeping (processor)", ("streamcal/stream/",)),
+)
+
+
+def profile_split(bootstrap, topics, n) -> list[tuple[str, float]]:
+    """CPU µs per event by category, from a cProfile run of the processor in process."""
+    from streamcal.stream.config import ProcessorConfig
+    from streamcal.stream.processor import Processor
+
+    config = ProcessorConfig.build(
+        bootstrap_servers=bootstrap, group_id=topics["group"] + "-prof",
+        events_topic=topics["events"], labels_topic=topics["labels"],
+        predictions_topic=topics["predictions"] + "-prof", dead_letter_topic=topics["dead"],
+        mode="sva", model="logreg", metrics_file="none",
+    )  # fmt: skip
+    proc = Processor(config)
+    prof = cProfile.Profile()
+    stop_after = {"n": n}
+
+    import threading
+
+    stop = threading.Event()
+
+    def progress(events):
+        if events >= stop_after["n"]:
+            stop.set()
+
+    prof.enable()
+    proc.run(stop_event=stop, max_idle_s=2.0, progress=progress)
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    totals = dict.fromkeys([c for c, _ in CATEGORIES] + ["other (stdlib, threads)"], 0.0)
+    for (filename, _, func), (_, _, tottime, _, _) in stats.items():
+        where = filename if filename != "~" else func
+        for cat, needles in CATEGORIES:
+            if any(s in where for s in needles):
+                totals[cat] += tottime
+                break
+        else:
+            totals["other (stdlib, threads)"] += tottime
+    events = proc.state.counts["events"]
+    return [(c, 1e6 * t / events) for c, t in totals.items()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true", help="20k events")
+    ap.add_argument("--profile-events", type=int, default=None, help="events in the profile run")
+    args = ap.parse_args()
+    n = 20_000 if args.quick else args.events
+    n_prof = args.profile_events or min(n, 20_000)
+    every = max(1000, n // 40)
+
+    from streamcal.stream.broker import LocalBroker
+
+    with LocalBroker() as broker:
+        bs = broker.bootstrap_servers
+        tag = uuid.uuid4().hex[:8]
+        topics = {k: f"bench-{tag}.{k}" for k in ("events", "labels", "predictions", "dead",
+                                                   "bare_out")}  # fmt: skip
+        topics["group"] = f"bench-{tag}"
+        t = time.monotonic()
+        produce_input(bs, topics["events"], topics["labels"], n)
+        print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
+
+        bare_rate, bare_cpu = run_bare(bs, topics, n)
+        print(f"bare loop done: {bare_rate:,.0f} events/s", flush=True)
+        sc_rate, sc_cpu, final = run_streamcal(bs, topics, n, every)
+        print(f"streamcal run done: {sc_rate:,.0f} events/s", flush=True)
+        split = profile_split(bs, topics, n_prof)
+
+    print()
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback")
+    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    print(f"{'bare kafka-python loop':28s} {bare_rate:10,.0f} {1e6 * bare_cpu:13,.0f}")
+    print(f"{'streamcal run':28s} {sc_rate:10,.0f} {1e6 * sc_cpu:13,.0f}")
+    print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} (target >= 0.60)")
+    print(f"final: events={final['events']} labels={final['labels']} "
+          f"log_loss={final['log_loss']:.4f} raw_log_loss={final['raw_log_loss']:.4f}")  # fmt: skip
+    print()
+    total = sum(us for _, us in split)
+    print(f"CPU per event by part (cProfile, {n_prof:,} events; profiler overhead included)")
+    for cat, us in split:
+        print(f"  {cat:30s} {us:8.1f} µs  {100 * us / total:5.1f}%")
+    print(f"  {'total':30s} {total:8.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
