@@ -65,26 +65,26 @@ def checkpoints(n):
 @given(streams, obj, st.sampled_from(sorted(MODELS)), st.integers(1, 8), st.integers(1, 6))
 def test_pretrained_equals_replay(stream, x_test, model, window, refresh):
     clf = VennAbersClassifier(MODELS[model](), window=window, refresh_every=refresh)
-    n_learned = 0  # the learning schedule, restated: catch up when pending objects would
-    # double the model's training set, or number refresh_every
+    n_learned = 0  # the cut, restated: the model catches up on the objects beyond the newest
+    # window (newest half at the start) when they would double its training set or number
+    # refresh_every; every later labelled object calibrates
     marks = checkpoints(len(stream))
     for n, (x, y) in enumerate(stream, start=1):
         clf.learn_one(x, y)
-        cal_size = min(window, (n + 1) // 2)
-        pending = n - cal_size - n_learned
-        if pending and pending >= min(refresh, max(1, n_learned)):
-            n_learned += pending
+        surplus = n - n_learned - min(window, (n + 1) // 2)
+        if surplus > 0 and surplus >= min(refresh, max(1, n_learned)):
+            n_learned += surplus
         if n not in marks:
             continue
         m = trained(MODELS[model], stream[:n_learned])
-        cal = stream[n - cal_size : n]
+        cal = stream[n_learned:n]
         expected = venn_abers_bruteforce(
             [score(m, c) for c, _ in cal], [c for _, c in cal], score(m, x_test)
         )
         iv = clf.predict_interval_one(x_test)
         assert (iv.p0, iv.p1) == expected
         assert iv.score == score(m, x_test)
-        assert clf.calibration_size == cal_size
+        assert clf.calibration_size == n - n_learned
 
 
 @common

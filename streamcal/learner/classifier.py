@@ -52,14 +52,16 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         How the model and the calibration set share the labelled stream:
 
         * ``"pretrained"`` (default) -- the paper's pre-trained Venn-Abers predictor,
-          sliding: the newest ``window`` labelled objects form the calibration set and the
-          model learns an object only after it has left that set, in batches (every
-          ``refresh_every`` labels), after which the set is rescored. Calibration and test
-          objects are never learned by the scoring model, so this is a Venn predictor:
-          **valid**. Cost per event close to the bare model's: one score (shared by
-          ``predict_proba_one`` and the next ``learn_one`` of the same object), one store
-          update, amortised one ``learn_one`` and ``window / refresh_every`` rescorings.
-          The price: the model lags ``window`` to ``window + refresh_every`` labels behind.
+          sliding: the newest labelled objects (``window`` to ``window + refresh_every -
+          1`` of them) form the calibration set, and the model learns an object only once
+          it is older than that, in batches every ``refresh_every`` labels, after which
+          the set is rescored. Calibration and test objects are never learned by the
+          scoring model, so this is a Venn predictor: **valid**. Cost per event close to
+          the bare model's: one score (shared by ``predict_proba_one`` and the next
+          ``learn_one`` of the same object), one store query and one insertion;
+          amortised one ``learn_one`` and ``window / refresh_every`` rescorings. The
+          price: the model lags ``window`` to ``window + refresh_every`` labels behind.
+          See ``streamcal.learner.pretrained``.
         * ``"sva"`` -- Algorithm 2 online: the model learns each object at once and its
           in-sample score is stored once; every ``refresh_every`` labels (if set) the
           window is rescored. Cheapest, but **no guarantee**: in-sample scores, and stale
@@ -100,7 +102,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     ...     bare.learn_one(x, y)
     ...     model.learn_one(x, y)
     >>> round(bare_loss.get(), 3), round(calibrated_loss.get(), 3)
-    (0.33, 0.315)
+    (0.33, 0.309)
 
     The wrapped model learns each object only after it has served in the calibration
     set, so it lags the bare one by ``window`` to ``window + refresh_every`` labels; the

@@ -1,23 +1,29 @@
 """Sliding pre-trained Venn-Abers: the newest labels calibrate a model that never saw them.
 
 This is the paper's pre-trained Venn-Abers predictor (Vovk & Petej 2014, section
-"Pre-trained Venn-Abers predictors"; Corollary: a Venn predictor given the proper
-training set) made online:
+"Pre-trained Venn-Abers predictors"; its corollary: a Venn predictor given the proper
+training set) made online. The labelled stream is cut in two at a moving point:
 
-* the newest labelled objects form the calibration set, scored by the current model;
-* an object leaves the calibration set (oldest first) when it is more than ``window``
-  objects old, and waits in a pending queue;
-* the model learns pending objects, in stream order, only in batches: when they would
-  at least double what it has learned (the start) or reach ``refresh_every``. Right after
-  that the whole calibration set is rescored, so between batches the scoring function
-  is fixed and was trained only on objects older than every calibration object.
+* the model (the scoring function) has learned every object before the cut, and only
+  those: it is the proper training set;
+* every labelled object after the cut is in the calibration set, scored by that model.
+  A new label joins the calibration set at once (one store insertion).
 
-Until ``2 * window`` labels have been seen, the calibration set is the newest half of
-them (rounded up) so that the model starts learning at once; the split depends on the
-count only, never on the data, so validity is kept.
+The cut moves only in batches, every ``refresh_every`` labels: the oldest calibration
+objects beyond the newest ``window`` are then learned by the model, one by one in stream
+order as it would have online, and the remaining ``window`` are rescored and the store
+rebuilt. So the calibration set holds the newest ``window`` to ``window + refresh_every
+- 1`` labels, between batches the scoring function is fixed, and it never saw a
+calibration or test object: exchangeability of those given the past makes every
+prediction a Venn predictor's, hence valid.
+
+Until ``2 * window`` labels have been seen, only the newest half of them (rounded up)
+is kept for calibration and the model catches up whenever that would at least double
+what it has learned, so that it starts learning at once. The cut depends on counts
+only, never on the data, so validity is kept.
 
 Cost per labelled event: one model score (shared with the preceding prediction of the
-same object), one store update, and amortised one ``learn_one`` plus
+same object), one store insertion; amortised, one ``learn_one`` and
 ``window / refresh_every`` rescorings.
 """
 
@@ -35,11 +41,13 @@ class PretrainedVennAbers:
     """State of the sliding pre-trained mode (see the module docstring).
 
     >>> from river import linear_model
-    >>> va = PretrainedVennAbers(linear_model.LogisticRegression(), window=2, refresh_every=2)
-    >>> for i in range(6):
+    >>> va = PretrainedVennAbers(linear_model.LogisticRegression(), window=2, refresh_every=3)
+    >>> sizes = []
+    >>> for i in range(12):
     ...     va.learn({"a": float(i)}, i % 2)
-    >>> va.calibration_size, va.n_learned, len(va.pending)
-    (2, 4, 0)
+    ...     sizes.append(va.calibration_size)
+    >>> sizes, va.n_learned
+    ([1, 1, 2, 2, 3, 2, 3, 4, 2, 3, 4, 2], 10)
     """
 
     def __init__(self, model, window: int, refresh_every: int):
@@ -48,7 +56,6 @@ class PretrainedVennAbers:
         self.refresh_every = refresh_every
         self.store = ScoreStore()
         self.calibration: deque = deque()  # (features, label, score), oldest first
-        self.pending: deque = deque()  # (features, label) out of the window, not yet learned
         self.n_seen = 0
         self.n_learned = 0
         self.version = 0  # bumped whenever the model changes; guards the score cache
@@ -78,21 +85,15 @@ class PretrainedVennAbers:
         self.calibration.append((cx, y, s))
         self.store.add(s, y)
         self.n_seen += 1
-        target = min(self.window, (self.n_seen + 1) // 2)
-        while len(self.calibration) > target:
-            xo, yo, so = self.calibration.popleft()
-            self.store.remove(so, yo)
-            self.pending.append((xo, yo))
-        if self.pending and len(self.pending) >= min(self.refresh_every, max(1, self.n_learned)):
-            self._refresh()
+        surplus = len(self.calibration) - min(self.window, (self.n_seen + 1) // 2)
+        if surplus > 0 and surplus >= min(self.refresh_every, max(1, self.n_learned)):
+            self._refresh(surplus)
 
-    def _refresh(self) -> None:
-        # The model learns the pending objects one by one, in stream order, exactly as it
-        # would have online; then the calibration set is rescored with the new model.
-        while self.pending:
-            xo, yo = self.pending.popleft()
+    def _refresh(self, k: int) -> None:
+        for _ in range(k):
+            xo, yo, _ = self.calibration.popleft()
             self.model.learn_one(xo, bool(yo))
-            self.n_learned += 1
+        self.n_learned += k
         self.version += 1
         scores = score_many(self.model, [c[0] for c in self.calibration])
         self.calibration = deque(
