@@ -200,6 +200,7 @@ QUALITY_MODES = {
     "pretrained": {},
     "sva": {"mode": "sva"},
     "sva, refresh 100": {"mode": "sva", "refresh_every": 100},
+    "sva, no window": {"mode": "sva", "window": None},
 }
 
 
@@ -219,8 +220,8 @@ def quality(args):
                     f"  {name} {order} {model} {mode}: {time.perf_counter() - t:.1f} s", flush=True
                 )
     table(
-        "Prequential quality (window 1000, log merge; 'valid': mean p0 <= freq <= mean p1 "
-        "within 3 s.e.)",
+        "Prequential quality (window 1000 unless said, log merge; 'valid': mean p0 <= freq "
+        "<= mean p1 within 3 s.e.)",
         ["data", "order", "model", "mode", "log loss", "square loss", "mean p0", "freq",
          "mean p1", "valid"],
         rows,

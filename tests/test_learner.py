@@ -184,3 +184,14 @@ def test_scalar_merges_equal_the_cores_bit_for_bit():
             assert _MERGES[name](p0, p1) == merge(p0, p1)
 
     check()
+
+
+def test_canonical_sorts_any_key_order_and_copies():
+    from streamcal.learner.scoring import canonical
+
+    x = {"b": 1.0, "a": 2.0, "c": 3.0}
+    for keys in (["b", "a", "c"], ["c", "b", "a"], ["b", "a", "c"], ["a", "b", "c"]):
+        y = {k: x[k] for k in keys}
+        cy = canonical(y)
+        assert list(cy) == ["a", "b", "c"] and cy == x and cy is not y
+    assert list(canonical({2: 0.0, "a": 1.0, 1: 2.0})) == [1, 2, "a"]  # by repr

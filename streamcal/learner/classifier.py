@@ -178,11 +178,12 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         return VennAbersInterval(p0, p1, _MERGES[self.merge](p0, p1), score)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
-        p = self.predict_interval_one(x).p
+        _, p0, p1 = self._state.predict(x)
+        p = _MERGES[self.merge](p0, p1)
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict, **kwargs) -> bool:
-        return self.predict_interval_one(x).p > 0.5
+        return self.predict_proba_one(x)[True] > 0.5
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
         self._state.learn(x, check_label(y))

@@ -17,16 +17,25 @@ __all__ = ["canonical", "score_one", "score_sorted", "score_many"]
 
 
 def canonical(x: dict) -> dict:
-    """``x`` with its features in sorted order (by ``repr`` when names do not compare).
+    """A copy of ``x`` with its features in sorted order (by ``repr`` if names don't compare).
 
     >>> canonical({"b": 1, "a": 2})
     {'a': 2, 'b': 1}
     """
-    try:
-        keys = sorted(x)
-    except TypeError:
-        keys = sorted(x, key=repr)
+    order = tuple(x)
+    last = _last[0]  # one read: safe if threads share it
+    if order == last[0]:  # streams mostly repeat one key order: sort it once
+        keys = last[1]
+    else:
+        try:
+            keys = sorted(x)
+        except TypeError:
+            keys = sorted(x, key=repr)
+        _last[0] = (order, keys)
     return {k: x[k] for k in keys}
+
+
+_last: list = [((), [])]  # [(key order seen last, its sorted keys)]
 
 
 def score_one(model, x) -> float:
