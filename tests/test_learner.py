@@ -194,4 +194,4 @@ def test_canonical_sorts_any_key_order_and_copies():
         y = {k: x[k] for k in keys}
         cy = canonical(y)
         assert list(cy) == ["a", "b", "c"] and cy == x and cy is not y
-    assert list(canonical({2: 0.0, "a": 1.0, 1: 2.0})) == [1, 2, "a"]  # by repr
+    assert list(canonical({2: 0.0, "a": 1.0, 1: 2.0})) == ["a", 1, 2]  # by repr: "'a'" < "1"
