@@ -76,7 +76,7 @@ def test_interval_score_is_the_wrapped_models():
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("how", ["deepcopy", "pickle"])
 def test_copy_and_pickle_preserve_state(mode, how):
-    clf = make(mode, window=30, refresh_every=7)
+    clf = make(mode, window=30, **({} if mode == "va" else {"refresh_every": 7}))
     stream = list(datasets.Phishing().take(140))
     for x, y in stream[:100]:
         clf.predict_proba_one(x)
@@ -113,6 +113,7 @@ def test_clone_forgets_and_keeps_params():
         ({"mode": "va", "window": None}, ValueError, "None"),
         ({"refresh_every": -1}, ValueError, "refresh_every"),
         ({"mode": "sva", "window": None, "refresh_every": 10}, ValueError, "finite window"),
+        ({"mode": "va", "refresh_every": 10}, ValueError, "not used by mode 'va'"),
     ],
 )
 def test_bad_construction_is_refused(kwargs, error, match):

@@ -85,7 +85,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         ``"pretrained"``: the model learns the objects that left the calibration set, and
         the set is rescored, every this many labels (``None``: every ``window`` labels).
         ``"sva"``: rescore the window every this many labels (``None``: never).
-        Not used by ``"va"``, which rescores at every prediction.
+        Must be ``None`` for ``"va"``, which rescores at every prediction.
 
     Examples
     --------
@@ -137,6 +137,8 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             raise ValueError(f"merge must be one of {tuple(MERGES)}, got {merge!r}")
         _check_window("window", window, allow_none=(mode == "sva"))
         _check_window("refresh_every", refresh_every, allow_none=True)
+        if mode == "va" and refresh_every is not None:
+            raise ValueError("refresh_every is not used by mode 'va', which rescores every time")
         if mode == "sva" and window is None and refresh_every is not None:
             raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
 
