@@ -19,7 +19,7 @@ State layout (all numpy arrays, so the store pickles as plain arrays):
 
 * ``T[cid, i]``: score of group i of chunk cid (i < L).
 * ``CC[cid, 0|1, j]``: cumulative counts / ones of chunk cid after its first j groups.
-* ``HV[cid, h]``: local indices j of the lower-hull vertices of the chunk's CSD.
+* ``HV[cid, :, h] = (x, y, j)``: the lower-hull vertices of the chunk's local CSD.
 * ``CM[cid] = (L, hull length)``.
 * ``ORD[pos]``: chunk id at position pos (chunks in score order); ``FIRST[pos]``: its first score.
 * ``BT[b]``: score of the last group of block b; ``BWS[b] = (count, ones)`` of block b.
@@ -35,7 +35,8 @@ from numba import njit
 
 CAP = 256  # default groups per chunk (T.shape[1]); a full chunk splits in two halves
 
-SUPER = 16  # chunks per super-chunk when built; a super-chunk splits above 2 * SUPER
+SUPER = 8  # chunks per super-chunk when built; a super-chunk splits above 2 * SUPER
+HC = 40  # hull vertices kept per chunk (a longer hull is read point by point)
 HMAX = 96  # hull vertices kept per super-chunk; a longer hull is not kept (chunks used)
 
 M_M = 0  # chunks in use (positions)
@@ -91,7 +92,7 @@ def _search(T, cid, L, x, right):
     return lo
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _pt_after(S, x, right):
     """Point after the last group with score <= x (right) or < x; (0, 0) if none."""
     T, CM, ORD, FIRST, META = S[0], S[3], S[4], S[5], S[8]
@@ -134,34 +135,38 @@ def _super_of(SP, ns, pos):
 
 @njit(cache=True)
 def _chunk_hull(CC, HV, CM, cid):
-    """Lower hull (monotone chain) of the chunk's local CSD points j = 0..L."""
+    """Lower hull (monotone chain) of the chunk's local CSD points j = 0..L.
+
+    Vertices are stored compactly as HV[cid] = (x, y, j) rows so a scan reads a few cache
+    lines per chunk; a hull longer than HV holds is not kept (length 0: read every point).
+    """
     L = CM[cid, 0]
+    hc = HV.shape[2]
     h = 0
     for j in range(L + 1):
         x = CC[cid, 0, j]
         y = CC[cid, 1, j]
         while h >= 2:
-            o = HV[cid, h - 2]
-            a = HV[cid, h - 1]
-            ox = CC[cid, 0, o]
-            oy = CC[cid, 1, o]
-            if (CC[cid, 0, a] - ox) * (y - oy) - (CC[cid, 1, a] - oy) * (x - ox) <= 0:
+            ox = HV[cid, 0, h - 2]
+            oy = HV[cid, 1, h - 2]
+            if (HV[cid, 0, h - 1] - ox) * (y - oy) - (HV[cid, 1, h - 1] - oy) * (x - ox) <= 0:
                 h -= 1
             else:
                 break
-        HV[cid, h] = j
+        if h == hc:
+            CM[cid, 1] = 0
+            return
+        HV[cid, 0, h] = x
+        HV[cid, 1, h] = y
+        HV[cid, 2, h] = j
         h += 1
     CM[cid, 1] = h
 
 
 @njit(cache=True)
-def _ensure_super(S, g):
-    """Refresh super-chunk g's totals and hull (the hull of its chunks' hulls) if stale."""
-    T, CC, HV, CM, ORD = S[0], S[1], S[2], S[3], S[4]
-    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
+def _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g):
+    """Recompute super-chunk g's totals and hull (the hull of its chunks' hulls)."""
     sid = SP[g, 1]
-    if SI[sid, 2] >= 0:
-        return sid
     hmax = SH.shape[2]
     h = 0
     bx = 0
@@ -170,10 +175,17 @@ def _ensure_super(S, g):
     for pos in range(SP[g, 0], SP[g + 1, 0]):
         cid = ORD[pos]
         if ok:
-            for u in range(0 if h == 0 else 1, CM[cid, 1]):
-                j = HV[cid, u]
-                px = bx + CC[cid, 0, j]
-                py = by + CC[cid, 1, j]
+            nh = CM[cid, 1]
+            first = 0 if h == 0 else 1
+            for u in range(first, nh if nh > 0 else CM[cid, 0] + 1):
+                if nh > 0:
+                    j = HV[cid, 2, u]
+                    px = bx + HV[cid, 0, u]
+                    py = by + HV[cid, 1, u]
+                else:
+                    j = u
+                    px = bx + CC[cid, 0, j]
+                    py = by + CC[cid, 1, j]
                 while h >= 2:
                     ox = SH[sid, 0, h - 2]
                     oy = SH[sid, 1, h - 2]
@@ -196,7 +208,6 @@ def _ensure_super(S, g):
     SI[sid, 0] = bx
     SI[sid, 1] = by
     SI[sid, 2] = h if ok else 0
-    return sid
 
 
 @njit(cache=True)
@@ -207,27 +218,23 @@ def _grow(a, n):
 
 
 @njit(cache=True)
-def _candidates(S, ps, js, pe, je, incl_start, cap):
-    """CSD points that can be tangent points among those after (ps, js) up to (pe, je).
+def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
+    """Count (fill=False) or write (fill=True) the candidates of ``_candidates``.
 
-    Returns (x, y, score, count): coordinates relative to point (ps, js) and the score of
-    the group each point ends; the start point itself comes first if ``incl_start``.
-    Whole super-chunks inside the range give their hull vertices, whole chunks theirs,
-    and the rest (at most two partial chunks) every point.
+    Two passes instead of growing buffers: reassigning arrays inside the loop costs
+    reference counting on every iteration.
     """
     T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
-    SP, SH, SHT = S[10], S[12], S[13]
-    cx = np.empty(cap, np.int64)
-    cy = np.empty(cap, np.int64)
-    ct = np.empty(cap, np.float64)
+    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
     n = 0
     if incl_start:
-        cx[0] = 0
-        cy[0] = 0
-        ct[0] = np.nan
+        if fill:
+            cx[0] = 0
+            cy[0] = 0
+            ct[0] = np.nan
         n = 1
     if ps == pe and js == je:
-        return cx, cy, ct, n
+        return n
     cid = ORD[ps]
     bx = -CC[cid, 0, js]
     by = -CC[cid, 1, js]
@@ -237,20 +244,22 @@ def _candidates(S, ps, js, pe, je, incl_start, cap):
         if pos == SP[g, 0] and (pos != ps or (js == 0 and incl_start)):
             last = SP[g + 1, 0] - 1
             if last < pe or (last == pe and je == CM[ORD[pe], 0]):
-                sid = _ensure_super(S, g)
-                nh = S[11][sid, 2]
+                sid = SP[g, 1]
+                if SI[sid, 2] < 0:
+                    _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
+                nh = SI[sid, 2]
                 if nh > 0:
-                    for h in range(1, nh):
-                        if n == cx.shape[0]:
-                            cx = _grow(cx, n)
-                            cy = _grow(cy, n)
-                            ct = _grow(ct, n)
-                        cx[n] = bx + SH[sid, 0, h]
-                        cy[n] = by + SH[sid, 1, h]
-                        ct[n] = SHT[sid, h]
-                        n += 1
-                    bx += S[11][sid, 0]
-                    by += S[11][sid, 1]
+                    if fill:
+                        for h in range(1, nh):
+                            cx[n] = bx + SH[sid, 0, h]
+                            cy[n] = by + SH[sid, 1, h]
+                            if want_scores:
+                                ct[n] = SHT[sid, h]
+                            n += 1
+                    else:
+                        n += nh - 1
+                    bx += SI[sid, 0]
+                    by += SI[sid, 1]
                     pos = last + 1
                     g += 1
                     if pos > pe:
@@ -261,33 +270,67 @@ def _candidates(S, ps, js, pe, je, incl_start, cap):
         jlo = js + 1 if pos == ps else 1
         jhi = je if pos == pe else L
         # a chunk hull also spans the chunk's point 0: use it only when that point counts
-        full = jlo == 1 and jhi == L and (pos != ps or incl_start)
-        nc = CM[cid, 1] - 1 if full else jhi - jlo + 1
-        if n + nc > cx.shape[0]:
-            while n + nc > cx.shape[0]:
-                cx = _grow(cx, n)
-                cy = _grow(cy, n)
-                ct = _grow(ct, n)
-        for u in range(nc):
-            j = HV[cid, u + 1] if full else jlo + u
-            cx[n] = bx + CC[cid, 0, j]
-            cy[n] = by + CC[cid, 1, j]
-            ct[n] = T[cid, j - 1]
-            n += 1
-        if pos == pe:
-            break
-        bx += CC[cid, 0, L]
-        by += CC[cid, 1, L]
+        full = jlo == 1 and jhi == L and (pos != ps or incl_start) and CM[cid, 1] > 0
+        if full:
+            nc = CM[cid, 1] - 1
+            if fill:
+                for u in range(1, nc + 1):
+                    cx[n] = bx + HV[cid, 0, u]
+                    cy[n] = by + HV[cid, 1, u]
+                    if want_scores:
+                        ct[n] = T[cid, HV[cid, 2, u] - 1]
+                    n += 1
+            else:
+                n += nc
+            if pos == pe:
+                break
+            # the last hull vertex is the chunk's last point: its totals
+            bx += HV[cid, 0, nc]
+            by += HV[cid, 1, nc]
+        else:
+            if fill:
+                for j in range(jlo, jhi + 1):
+                    cx[n] = bx + CC[cid, 0, j]
+                    cy[n] = by + CC[cid, 1, j]
+                    if want_scores:
+                        ct[n] = T[cid, j - 1]
+                    n += 1
+            else:
+                n += max(jhi - jlo + 1, 0)
+            if pos == pe:
+                break
+            bx += CC[cid, 0, L]
+            by += CC[cid, 1, L]
         pos += 1
         if pos == SP[g + 1, 0]:
             g += 1
-    return cx, cy, ct, n
+    return n
 
 
 @njit(cache=True)
+def _candidates(S, ps, js, pe, je, incl_start, want_scores):
+    """CSD points that can be tangent points among those after (ps, js) up to (pe, je).
+
+    Returns (x, y, score, count): coordinates relative to point (ps, js) and, if
+    ``want_scores``, the score of the group each point ends (reading scores costs cache
+    misses, so queries skip them); the start point itself comes first if ``incl_start``.
+    Whole super-chunks inside the range give their hull vertices, whole chunks theirs,
+    and the rest (at most two partial chunks) every point.
+    """
+    none = np.empty(0, np.int64)
+    n = _walk(S, ps, js, pe, je, incl_start, want_scores, none, none, np.empty(0), False)
+    cx = np.empty(n, np.int64)
+    cy = np.empty(n, np.int64)
+    ct = np.empty(n if want_scores else 0, np.float64)
+    _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, True)
+    return cx, cy, ct, n
+
+
+@njit(cache=True, inline="always")
 def _range_sum(S, ps, js, pe, je):
     """CSD displacement from point (ps, js) to point (pe, je)."""
-    CC, CM, ORD, META, SP, SI = S[1], S[3], S[4], S[8], S[10], S[11]
+    T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
+    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
     cid = ORD[ps]
     if ps == pe:
         return CC[cid, 0, je] - CC[cid, 0, js], CC[cid, 1, je] - CC[cid, 1, js]
@@ -298,7 +341,9 @@ def _range_sum(S, ps, js, pe, je):
     g = _super_of(SP, META[M_NS], pos)
     while pos < pe:
         if pos == SP[g, 0] and SP[g + 1, 0] <= pe:
-            sid = _ensure_super(S, g)
+            sid = SP[g, 1]
+            if SI[sid, 2] < 0:
+                _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
             dx += SI[sid, 0]
             dy += SI[sid, 1]
             pos = SP[g + 1, 0]
@@ -336,7 +381,7 @@ def _best(cx, cy, n, ax, ay, sx, sy, want_max):
 # --------------------------------------------------------------------------- queries
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _p1(S, x):
     T, CM, ORD, BT, BWS, META = S[0], S[3], S[4], S[6], S[7], S[8]
     m = META[M_M]
@@ -352,7 +397,7 @@ def _p1(S, x):
     else:
         ps, js = _pt_after(S, BT[b - 1], True)
     pe, je = _pt_after(S, x, False)
-    cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, 256)
+    cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, False)
     ax = BWS[b, 0] + 1
     ay = BWS[b, 1] + 1
     bn, bd = _best(cx, cy, n, ax, ay, 0, 0, True)
@@ -365,7 +410,7 @@ def _p1(S, x):
     return bn / bd
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _p0(S, x):
     T, ORD, BT, BWS, META = S[0], S[4], S[6], S[7], S[8]
     nb = META[M_NB]
@@ -381,7 +426,7 @@ def _p0(S, x):
     tx, ty = _range_sum(S, pc, jc - 1, pe, je)
     qx = tx - BWS[b, 0]
     qy = ty - BWS[b, 1]
-    cx, cy, ct, n = _candidates(S, pc, jc - 1, pe, je, False, 256)
+    cx, cy, ct, n = _candidates(S, pc, jc - 1, pe, je, False, False)
     bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
     # walk left along the GCM while the previous block's mean is above the bridge slope
     while b > 0 and BWS[b - 1, 1] * bd > bn * BWS[b - 1, 0]:
@@ -407,8 +452,8 @@ def query_one(S, x):
 # --------------------------------------------------------------------------- blocks
 
 
-@njit(cache=True)
-def fix_blocks(S, x):
+@njit(cache=True, inline="always")
+def _fix_blocks(S, x):
     """Re-run PAVA locally after the group at score x changed.
 
     Only the block holding x can split (every other old block is a union of new blocks),
@@ -436,7 +481,7 @@ def fix_blocks(S, x):
         hy = np.zeros(1, np.int64)
         ht = np.zeros(1, np.float64)
     else:
-        hx, hy, ht, n = _candidates(S, ps, js, pe, je, True, 256)
+        hx, hy, ht, n = _candidates(S, ps, js, pe, je, True, True)
     # lower hull of the candidates, in place: the block's local GCM
     h = 0
     for i in range(n):
@@ -495,6 +540,12 @@ def fix_blocks(S, x):
 
 
 @njit(cache=True)
+def fix_blocks(S, x):
+    """Entry point of ``_fix_blocks`` (the store retries it after growing the blocks)."""
+    return _fix_blocks(S, x)
+
+
+@njit(cache=True)
 def _settle(hx, hy, ht, ns, li, BWS):
     """PAVA merges on the stack top, reaching into the old blocks on the left as needed."""
     while True:
@@ -541,7 +592,7 @@ def _new_id(META, FREE, nfree, nids):
     return i
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _stale(S, pos):
     """Mark the super-chunk holding chunk position pos as needing a refresh."""
     SP, SI, META = S[10], S[11], S[8]
@@ -549,7 +600,7 @@ def _stale(S, pos):
     SI[SP[g, 1], 2] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _insert_pos(S, pos, cid, first):
     """Put chunk cid at position pos (pos >= 1); it joins the super-chunk of pos - 1."""
     ORD, FIRST, META, SP, SI, SFREE = S[4], S[5], S[8], S[10], S[11], S[14]
@@ -577,7 +628,7 @@ def _insert_pos(S, pos, cid, first):
         META[M_NS] = ns + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _delete_pos(S, pos):
     ORD, FIRST, META, FREE, SP, SI, SFREE = S[4], S[5], S[8], S[9], S[10], S[11], S[14]
     FREE[META[M_NFREE]] = ORD[pos]
@@ -602,7 +653,7 @@ def _delete_pos(S, pos):
         SI[SP[g, 1], 2] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _split(S, pos):
     T, CC, HV, CM, ORD, META, FREE = S[0], S[1], S[2], S[3], S[4], S[8], S[9]
     cid = ORD[pos]
@@ -673,10 +724,10 @@ def add(S, x, y):
         _split(S, pos)
     else:
         _chunk_hull(CC, HV, CM, cid)
-    return fix_blocks(S, x)
+    return _fix_blocks(S, x)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _absorb_next(S, pos):
     """Append chunk pos + 1 to chunk pos (the caller checked it fits)."""
     T, CC, HV, CM, ORD = S[0], S[1], S[2], S[3], S[4]
@@ -744,7 +795,7 @@ def remove(S, x, y):
             CC[cid, 0, j] -= 1
             CC[cid, 1, j] -= y
         _chunk_hull(CC, HV, CM, cid)
-    return fix_blocks(S, x)
+    return _fix_blocks(S, x)
 
 
 @njit(cache=True)

@@ -67,7 +67,7 @@ class ScoreStore:
         cap = self._chunk
         self._T = np.zeros((n_chunks, cap), np.float64)
         self._CC = np.zeros((n_chunks, 2, cap + 1), np.int64)
-        self._HV = np.zeros((n_chunks, cap + 1), np.int32)
+        self._HV = np.zeros((n_chunks, 3, K.HC), np.int64)
         self._CM = np.zeros((n_chunks, 2), np.int64)
         self._ORD = np.zeros(n_chunks, np.int64)
         self._FIRST = np.zeros(n_chunks, np.float64)
