@@ -51,6 +51,7 @@ M_NSFREE = 8  # recycled super-chunk ids available in SFREE
 META_SIZE = 9
 
 ERR_NOT_HELD = 1
+NEED_ROOM = 2
 
 # State tuple S (one argument: numba unboxes a tuple faster than many arrays):
 #   T, CC, HV, CM, ORD, FIRST  chunks (see the module docstring)
@@ -540,6 +541,50 @@ def _fix_blocks(S, x):
 
 
 @njit(cache=True)
+def _fast_fix(S, x, y):
+    """After adding (x, y): if the block holding x stays one block, update it and say so.
+
+    With B = [l..r] the block and g the group of x: for y = 1 the points right of g only
+    rise relative to the new chord P_{l-1} -> P'_r, so B stays one block iff no point of
+    P_{l-1}..P_{g-1} lies below that chord and the next block's mean is not below it; for
+    y = 0 the mirror image (points left of g stay above, check P'_g..P'_r and the previous
+    block). This reads half the block, against the whole block for a re-fit.
+    """
+    BT, BWS, META = S[6], S[7], S[8]
+    nb = META[M_NB]
+    b = _first_block(BT, nb, x)
+    if b == nb:
+        return False
+    w = BWS[b, 0] + 1
+    s = BWS[b, 1] + y
+    if b == 0:
+        ps, js = 0, 0
+    else:
+        ps, js = _pt_after(S, BT[b - 1], True)
+    if y == 1:
+        if b + 1 < nb and BWS[b + 1, 1] * w < s * BWS[b + 1, 0]:
+            return False
+        pe, je = _pt_after(S, x, False)
+        cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, False)
+        bn, bd = _best(cx, cy, n, w, s, 0, 0, True)
+        if bn * w > s * bd:
+            return False
+    else:
+        if b > 0 and BWS[b - 1, 1] * w > s * BWS[b - 1, 0]:
+            return False
+        qs, qj = _pt_after(S, x, False)  # P'_{g-1}
+        pe, je = _pt_after(S, BT[b], True)  # P'_r
+        tx, ty = _range_sum(S, qs, qj, pe, je)
+        cx, cy, ct, n = _candidates(S, qs, qj, pe, je, False, False)
+        bn, bd = _best(cx, cy, n, tx - w, ty - s, 0, 0, False)
+        if bn * w < s * bd:
+            return False
+    BWS[b, 0] = w
+    BWS[b, 1] = s
+    return True
+
+
+@njit(cache=True)
 def fix_blocks(S, x):
     """Entry point of ``_fix_blocks`` (the store retries it after growing the blocks)."""
     return _fix_blocks(S, x)
@@ -677,10 +722,14 @@ def _split(S, pos):
 
 @njit(cache=True)
 def add(S, x, y):
-    """Add one pair; the caller guarantees a free chunk id and a free super-chunk id.
-    Returns fix_blocks' code."""
+    """Add one pair. Returns fix_blocks' code, or NEED_ROOM (nothing changed) when a split
+    could find no free chunk or super-chunk id: the caller grows the arrays and retries."""
     T, CC, HV, CM, ORD, FIRST, META, FREE = S[0], S[1], S[2], S[3], S[4], S[5], S[8], S[9]
     SP, SI, SFREE = S[10], S[11], S[14]
+    if (META[M_NIDS] == T.shape[0] and META[M_NFREE] == 0) or (
+        META[M_NSIDS] == SI.shape[0] and META[M_NSFREE] == 0
+    ):
+        return NEED_ROOM
     if META[M_M] == 0:
         cid = _new_id(META, FREE, M_NFREE, M_NIDS)
         CM[cid, 0] = 0
@@ -724,6 +773,8 @@ def add(S, x, y):
         _split(S, pos)
     else:
         _chunk_hull(CC, HV, CM, cid)
+    if _fast_fix(S, x, y):
+        return 0
     return _fix_blocks(S, x)
 
 

@@ -201,9 +201,15 @@ class ScoreStore:
 
     def add(self, score, label) -> None:
         """Add one (score, label) pair; ``ValueError`` (store unchanged) on bad input."""
-        x, y = check_score(score), check_label(label)
-        self._ensure_room()
-        self._fix_blocks(K.add(self._S, x, y), x)
+        # fast path for the common types; anything else goes through the full checks
+        x = score if type(score) is float and score - score == 0.0 else check_score(score)
+        y = label if type(label) is int and (label == 0 or label == 1) else check_label(label)
+        code = K.add(self._S, x, y)
+        if code == K.NEED_ROOM:
+            self._ensure_room()
+            code = K.add(self._S, x, y)
+        if code:
+            self._fix_blocks(code, x)
 
     def add_many(self, scores, labels) -> None:
         """Add many pairs at once; all are checked before any is added."""
@@ -230,7 +236,8 @@ class ScoreStore:
 
     def query(self, score) -> tuple[float, float]:
         """(p0, p1) for one test score, as Python floats."""
-        return K.query_one(self._S, check_score(score))
+        x = score if type(score) is float and score - score == 0.0 else check_score(score)
+        return K.query_one(self._S, x)
 
     def query_many(self, scores) -> tuple[np.ndarray, np.ndarray]:
         """(p0, p1) arrays for many test scores, in one call into the kernels."""
