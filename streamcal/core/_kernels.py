@@ -850,9 +850,14 @@ def remove(S, x, y):
 
 
 @njit(cache=True)
-def build_hulls(CC, HV, CM, nch):
-    for cid in range(nch):
-        _chunk_hull(CC, HV, CM, cid)
+def build_hulls(S):
+    """Chunk hulls, then super-chunk hulls, of a freshly bulk-built state."""
+    T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
+    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
+    for pos in range(META[M_M]):
+        _chunk_hull(CC, HV, CM, ORD[pos])
+    for g in range(META[M_NS]):
+        _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
 
 
 @njit(cache=True)

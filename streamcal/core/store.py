@@ -146,9 +146,7 @@ class ScoreStore:
         fill = max(store._chunk // 2, 1)
         nch = -(-k // fill)
         nsup = -(-nch // K.SUPER)
-        store._alloc(
-            max(nch + nch // 2, _MIN_CHUNKS), max(k + 2, 16), max(nsup + nsup // 2, _MIN_CHUNKS)
-        )
+        store._alloc(max(nch + nch // 8, _MIN_CHUNKS), 16, max(nsup + nsup // 2, _MIN_CHUNKS))
         if k:
             pad = nch * fill - k
             tt = np.concatenate([t, np.full(pad, t[-1])]).reshape(nch, fill)
@@ -161,7 +159,6 @@ class ScoreStore:
             store._CM[nch - 1, 0] = k - (nch - 1) * fill
             store._ORD[:nch] = np.arange(nch)
             store._FIRST[:nch] = tt[:, 0]
-            K.build_hulls(store._CC, store._HV, store._CM, nch)
             store._SP[:nsup, 0] = np.arange(nsup) * K.SUPER
             store._SP[:nsup, 1] = np.arange(nsup)
             store._SP[nsup, 0] = nch
@@ -172,7 +169,17 @@ class ScoreStore:
             meta[K.M_NSIDS] = nsup
             meta[K.M_N] = int(w.sum())
             meta[K.M_K] = k
-            meta[K.M_NB] = K.pava_blocks(t, w, s, store._BT, store._BWS)
+            # PAVA's stack can hold every group before merging: run it in scratch arrays
+            bt = np.empty(k, np.float64)
+            bws = np.empty((k, 2), np.int64)
+            nb = K.pava_blocks(t, w, s, bt, bws)
+            store._BT = np.zeros(max(2 * nb, 16), np.float64)
+            store._BWS = np.zeros((max(2 * nb, 16), 2), np.int64)
+            store._BT[:nb] = bt[:nb]
+            store._BWS[:nb] = bws[:nb]
+            meta[K.M_NB] = nb
+            store._pack()
+            K.build_hulls(store._S)
         return store
 
     def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
