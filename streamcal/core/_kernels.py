@@ -541,27 +541,31 @@ def _fix_blocks(S, x):
 
 
 @njit(cache=True)
-def _fast_fix(S, x, y):
-    """After adding (x, y): if the block holding x stays one block, update it and say so.
+def _fast_fix(S, x, y, dw, deleted):
+    """After adding (dw = 1) or removing (dw = -1) the pair (x, y): if the block holding x
+    stays one block, update its totals and return True; else leave it to ``_fix_blocks``.
 
-    With B = [l..r] the block and g the group of x: for y = 1 the points right of g only
-    rise relative to the new chord P_{l-1} -> P'_r, so B stays one block iff no point of
-    P_{l-1}..P_{g-1} lies below that chord and the next block's mean is not below it; for
-    y = 0 the mirror image (points left of g stay above, check P'_g..P'_r and the previous
-    block). This reads half the block, against the whole block for a re-fit.
+    With B = [l..r] the block and g the group of x, the new chord P_{l-1} -> P'_r rises
+    (add a 1, remove a 0) or falls (add a 0, remove a 1). If it rises, the points right of
+    g stay above it, so B stays one block iff no point of P_{l-1}..P_{g-1} lies below it
+    and the next block's mean is not below it; if it falls, the mirror image (points left
+    of g stay above; check P'_g..P'_r and the previous block). This reads half the block,
+    against the whole block for a re-fit.
     """
     BT, BWS, META = S[6], S[7], S[8]
     nb = META[M_NB]
     b = _first_block(BT, nb, x)
-    if b == nb:
+    if b == nb or (deleted and BT[b] == x):
         return False
-    w = BWS[b, 0] + 1
-    s = BWS[b, 1] + y
+    w = BWS[b, 0] + dw
+    s = BWS[b, 1] + y * dw
+    if w == 0:
+        return False
     if b == 0:
         ps, js = 0, 0
     else:
         ps, js = _pt_after(S, BT[b - 1], True)
-    if y == 1:
+    if (y == 1) == (dw == 1):  # the chord rises
         if b + 1 < nb and BWS[b + 1, 1] * w < s * BWS[b + 1, 0]:
             return False
         pe, je = _pt_after(S, x, False)
@@ -574,6 +578,8 @@ def _fast_fix(S, x, y):
             return False
         qs, qj = _pt_after(S, x, False)  # P'_{g-1}
         pe, je = _pt_after(S, BT[b], True)  # P'_r
+        if qs == pe and qj == je:
+            return False
         tx, ty = _range_sum(S, qs, qj, pe, je)
         cx, cy, ct, n = _candidates(S, qs, qj, pe, je, False, False)
         bn, bd = _best(cx, cy, n, tx - w, ty - s, 0, 0, False)
@@ -773,7 +779,7 @@ def add(S, x, y):
         _split(S, pos)
     else:
         _chunk_hull(CC, HV, CM, cid)
-    if _fast_fix(S, x, y):
+    if _fast_fix(S, x, y, 1, False):
         return 0
     return _fix_blocks(S, x)
 
@@ -846,6 +852,8 @@ def remove(S, x, y):
             CC[cid, 0, j] -= 1
             CC[cid, 1, j] -= y
         _chunk_hull(CC, HV, CM, cid)
+    if _fast_fix(S, x, y, -1, w == 1):
+        return 0
     return _fix_blocks(S, x)
 
 
