@@ -327,40 +327,6 @@ def _candidates(S, ps, js, pe, je, incl_start, want_scores):
     return cx, cy, ct, n
 
 
-@njit(cache=True, inline="always")
-def _range_sum(S, ps, js, pe, je):
-    """CSD displacement from point (ps, js) to point (pe, je)."""
-    T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
-    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
-    cid = ORD[ps]
-    if ps == pe:
-        return CC[cid, 0, je] - CC[cid, 0, js], CC[cid, 1, je] - CC[cid, 1, js]
-    L = CM[cid, 0]
-    dx = CC[cid, 0, L] - CC[cid, 0, js]
-    dy = CC[cid, 1, L] - CC[cid, 1, js]
-    pos = ps + 1
-    g = _super_of(SP, META[M_NS], pos)
-    while pos < pe:
-        if pos == SP[g, 0] and SP[g + 1, 0] <= pe:
-            sid = SP[g, 1]
-            if SI[sid, 2] < 0:
-                _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
-            dx += SI[sid, 0]
-            dy += SI[sid, 1]
-            pos = SP[g + 1, 0]
-            g += 1
-            continue
-        cid = ORD[pos]
-        L = CM[cid, 0]
-        dx += CC[cid, 0, L]
-        dy += CC[cid, 1, L]
-        pos += 1
-        if pos == SP[g + 1, 0]:
-            g += 1
-    cid = ORD[pe]
-    return dx + CC[cid, 0, je], dy + CC[cid, 1, je]
-
-
 @njit(cache=True)
 def _best(cx, cy, n, ax, ay, sx, sy, want_max):
     """Extreme slope between anchor (ax, ay) and candidates shifted by (sx, sy), as an
@@ -423,11 +389,10 @@ def _p0(S, x):
     tc = T[ORD[pc], jc - 1]
     b = _first_block(BT, nb, tc)
     pe, je = _pt_after(S, BT[b], True)  # P_r
-    # coordinates relative to P_{c-1} = (pc, jc - 1); the anchor starts at P_{l-1}
-    tx, ty = _range_sum(S, pc, jc - 1, pe, je)
-    qx = tx - BWS[b, 0]
-    qy = ty - BWS[b, 1]
+    # coordinates relative to P_{c-1} = (pc, jc - 1); the last candidate is always P_r
     cx, cy, ct, n = _candidates(S, pc, jc - 1, pe, je, False, False)
+    qx = cx[n - 1] - BWS[b, 0]  # the anchor starts at P_{l-1}
+    qy = cy[n - 1] - BWS[b, 1]
     bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
     # walk left along the GCM while the previous block's mean is above the bridge slope
     while b > 0 and BWS[b - 1, 1] * bd > bn * BWS[b - 1, 0]:
@@ -580,9 +545,9 @@ def _fast_fix(S, x, y, dw, deleted):
         pe, je = _pt_after(S, BT[b], True)  # P'_r
         if qs == pe and qj == je:
             return False
-        tx, ty = _range_sum(S, qs, qj, pe, je)
         cx, cy, ct, n = _candidates(S, qs, qj, pe, je, False, False)
-        bn, bd = _best(cx, cy, n, tx - w, ty - s, 0, 0, False)
+        # the last candidate is always P'_r; the anchor is P_{l-1} = P'_r - (w, s)
+        bn, bd = _best(cx, cy, n, cx[n - 1] - w, cy[n - 1] - s, 0, 0, False)
         if bn * w < s * bd:
             return False
     BWS[b, 0] = w
