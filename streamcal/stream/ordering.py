@@ -14,6 +14,12 @@ caught-up partition with a timestamp older than records already released, are th
 limits of determinism: the order is reproducible whenever the input is already in the
 topics when it is read (replays, restarts after a crash, backlogs), and in live
 operation it is the arrival order refined by timestamps.
+
+Partitions are never paused: kafka-python 3.0.12 can deadlock when a partition is paused
+while its fetched records are being drained (``_next_partition_records`` stays parked on
+the paused partition and no fetch is sent for any other). Buffers are therefore bounded
+by what the broker returns while a lagging partition is awaited, in practice a few
+fetches per partition.
 """
 
 from __future__ import annotations
@@ -34,13 +40,7 @@ class OrderedMerge:
     """
 
     def __init__(
-        self,
-        consumer,
-        partitions,
-        ranks: dict,
-        max_wait: float = 5.0,
-        buffer_max: int = 20000,
-        poll_records: int = 2000,
+        self, consumer, partitions, ranks: dict, max_wait: float = 5.0, poll_records: int = 2000
     ):
         self.consumer = consumer
         self.partitions = list(partitions)
@@ -49,9 +49,7 @@ class OrderedMerge:
         self._heap: list = []
         # Partitions with an empty buffer that may still have unread data.
         self._waiting = set(self.partitions)
-        self._paused: set = set()
         self.max_wait = max_wait
-        self.buffer_max = buffer_max
         self.poll_records = poll_records
         self._wait_started: float | None = None
         self.stalls = 0  # times a lagging partition was skipped (determinism not guaranteed)
@@ -77,9 +75,6 @@ class OrderedMerge:
             if was_empty:
                 self._push_head(tp)
                 self._waiting.discard(tp)
-            if len(buf) >= self.buffer_max and tp not in self._paused:
-                self.consumer.pause(tp)
-                self._paused.add(tp)
         for tp in list(self._waiting):
             if self._caught_up(tp):
                 self._waiting.discard(tp)
@@ -106,9 +101,6 @@ class OrderedMerge:
                     self._waiting.add(tp)
                     if self._caught_up(tp):
                         self._waiting.discard(tp)
-                if tp in self._paused and len(buf) < self.buffer_max // 2:
-                    self.consumer.resume(tp)
-                    self._paused.discard(tp)
                 return self._rank[tp], rec
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -117,8 +109,9 @@ class OrderedMerge:
             self._poll(min(remaining, 0.05 if self._heap else 0.2))
 
     def caught_up(self) -> bool:
-        """True when nothing is buffered and every partition has reached its highwater mark."""
-        return not self._heap and not self._waiting
+        """True when nothing is buffered and every partition has reached its highwater mark
+        (checked afresh: a partition skipped after ``max_wait`` is not caught up)."""
+        return not self._heap and all(self._caught_up(tp) for tp in self.partitions)
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._bufs.values())

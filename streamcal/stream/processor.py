@@ -116,6 +116,7 @@ class Processor:
         self._producer = None
         self._consumer = None
         self._outbox: list = []  # (topic, key, value, future) sent since the last flush
+        self._send_failed = False  # set by a failed send: flush (and recreate) soon
         self.merge_stalls = 0
 
     def _check_fingerprint(self, state) -> None:
@@ -175,11 +176,15 @@ class Processor:
         except Exception as exc:  # a producer in a fatal state refuses new sends
             log.warning("send to %s failed (%r); recreating the producer", topic, exc)
             fut = None
+        else:
+            fut.add_errback(self._on_send_error)
         self._outbox.append((topic, key, value, fut))
-        if fut is None:
+        if fut is None or len(self._outbox) >= _FLUSH_EVERY:
             self._flush()
-        elif len(self._outbox) >= _FLUSH_EVERY:
-            self._flush()
+
+    def _on_send_error(self, exc) -> None:
+        # Runs in the producer's I/O thread: only raise a flag for the main loop.
+        self._send_failed = True
 
     def _flush(self, attempts: int = 10) -> None:
         """Wait until every output sent so far is acknowledged; recreate the producer and
@@ -195,6 +200,7 @@ class Processor:
             failed = [o for o in self._outbox if o[3] is None or not o[3].is_done or o[3].failed()]
             if not failed:
                 self._outbox.clear()
+                self._send_failed = False
                 return
             log.warning(
                 "%d outputs not delivered (attempt %d); recreating the producer",
@@ -212,9 +218,11 @@ class Processor:
                 log.warning("cannot create a producer: %r", exc)
                 self._outbox = failed
                 continue
-            self._outbox = [
-                (t, k, v, self._producer.send(t, key=k, value=v)) for t, k, v, _ in failed
-            ]
+            self._outbox = []
+            for t, k, v, _ in failed:
+                fut = self._producer.send(t, key=k, value=v)
+                fut.add_errback(self._on_send_error)
+                self._outbox.append((t, k, v, fut))
         raise RuntimeError("outputs could not be delivered; stopping without a checkpoint")
 
     # ------------------------------------------------------------------ per record
@@ -465,6 +473,8 @@ class Processor:
                     if merge.caught_up() or now - last_record_at >= max(60.0, 10 * max_idle_s):
                         break
                 self.merge_stalls = merge.stalls
+                if self._send_failed:  # e.g. the broker restarted: recreate the producer now
+                    self._flush()
                 if now - self._last_line_at >= cfg.metrics_interval:
                     counts = (st.counts["events"], st.counts["labels"], st.counts["dead_letters"])
                     if counts != self._last_line_counts:

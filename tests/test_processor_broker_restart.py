@@ -1,0 +1,90 @@
+"""The processor survives a broker restart: its idempotent producer, which the restarted
+broker no longer knows, is recreated and the undelivered outputs are sent again."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.processor import Processor
+from tests._kafka_helpers import base_settings, produce_stream, read_topic, synthetic_stream
+
+pytestmark = pytest.mark.kafka
+
+
+def _tansu(port: int) -> subprocess.Popen:
+    from streamcal.stream.broker import find_tansu
+
+    url = f"tcp://127.0.0.1:{port}"
+    return subprocess.Popen(
+        [find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_producer_is_recreated_after_a_broker_restart(unique_topics):
+    from streamcal.stream.broker import BrokerError, find_tansu, free_port
+
+    try:
+        find_tansu()
+    except BrokerError as exc:
+        pytest.skip(str(exc))
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    broker = _tansu(port)
+    try:
+        events, labels = synthetic_stream(90, seed=21)
+        _wait(lambda: _try_produce(bootstrap, unique_topics, events[:8], labels[:8]), 20,
+              "the broker")  # fmt: skip
+        config = ProcessorConfig.build(**base_settings(bootstrap, unique_topics, merge_wait=1.0))
+        processor = Processor(config)
+        stop, out = threading.Event(), {}
+        thread = threading.Thread(
+            target=lambda: out.update(processor.run(stop_event=stop)), daemon=True
+        )
+        thread.start()
+        _wait(lambda: processor.state.counts["labels"] == 8, 30, "the first labels")
+        seen = dict(processor.state.offsets)
+
+        # The in-memory broker comes back empty: the producer's id is unknown to it.
+        broker.terminate()
+        broker.wait()
+        broker = _tansu(port)
+        _wait(lambda: _try_produce(bootstrap, unique_topics, events[8:], labels[8:]), 20,
+              "the restarted broker")  # fmt: skip
+
+        # Records below the processor's positions were lost with the old log; the rest
+        # are processed and their predictions reach the new broker.
+        _wait(lambda: processor.state.counts["events"] >= 8 + 40, 60, "events after restart")
+        stop.set()
+        thread.join(60)
+        assert not thread.is_alive()
+        preds = read_topic(bootstrap, unique_topics["predictions"])
+        after = processor.state.counts["predictions"] - 8
+        new_ids = {r.key for r in preds} - {k.encode() for k, _, _ in events[:8]}
+        assert after > 40 and len(new_ids) == after
+        assert out["events"] == processor.state.counts["events"]
+        assert all(processor.state.offsets[k] >= v for k, v in seen.items())
+    finally:
+        broker.terminate()
+        broker.wait()
+
+
+def _try_produce(bootstrap, topics, events, labels) -> bool:
+    try:
+        produce_stream(bootstrap, topics, events, labels)
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+    return True
