@@ -11,9 +11,20 @@ greatest convex minorant (GCM); the PAVA blocks are the GCM's segments. For a te
 * p0 is the mirror image: bridge between {P_0..P_{c-1}} and {P_j + (1, 0) : j >= c}.
 
 Only lower-hull vertices can be tangent points, so each chunk of at most ``CAP`` groups keeps
-the lower hull of its own CSD; a scan over a block reads only hull vertices of the chunks it
-covers whole. Sums are int64 (exact) and slopes are compared by cross-multiplication, so the
+the lower hull of its own CSD, and each super-chunk (a run of SUPER..2*SUPER chunks) the
+hull of those hulls; a scan over a block reads the hull vertices of the super-chunks it
+covers whole, then of the chunks it covers whole, then the points of at most two partial
+chunks. Sums are int64 (exact) and slopes are compared by cross-multiplication, so the
 answers are exact fractions, divided once at the end.
+
+Updates: after an add or remove only the block holding x can split (every other old block
+is a union of new blocks). ``_fast_fix`` checks in half a block scan whether the block stays
+whole (the usual case); otherwise ``_fix_blocks`` takes the block's local GCM as its new
+sub-blocks and merges violators with the neighbouring blocks as PAVA would.
+
+Cost per operation: O(log n) to locate plus the scan of (part of) one block, about
+B / (CAP * SUPER) super-chunk hulls + 2 * 2 * SUPER chunk hulls + 2 * CAP points for a
+block of B groups. For smooth calibration curves B ~ n^0.7; for a flat curve B ~ n.
 
 State layout (all numpy arrays, so the store pickles as plain arrays):
 
@@ -24,6 +35,7 @@ State layout (all numpy arrays, so the store pickles as plain arrays):
 * ``ORD[pos]``: chunk id at position pos (chunks in score order); ``FIRST[pos]``: its first score.
 * ``BT[b]``: score of the last group of block b; ``BWS[b] = (count, ones)`` of block b.
 * ``META``: scalars, indices below. ``FREE``: recycled chunk ids.
+* super-chunks: see the comment on the state tuple below.
 
 A *point* is addressed as (pos, j): the CSD point after the first j groups of chunk pos.
 """

@@ -4,11 +4,17 @@ Every answer equals the definition (two isotonic fits with the test point added,
 pooled) over the pairs held at that moment; the fast path never approximates.
 
 How: the distinct scores are kept as tie-pooled groups in a chunked sorted list, each chunk
-with the lower convex hull of its own cumulative sum diagram, plus the PAVA blocks of the
-whole set. A query reads one block (only hull vertices of the chunks it covers whole) and
-an update re-fits only the block it lands in. Counts are int64 and slopes are compared by
-cross-multiplication, so every answer is an exact fraction divided once. The kernels are in
-``streamcal.core._kernels`` (numba, compiled once and cached on disk).
+(and each run of chunks) with the lower convex hull of its own cumulative sum diagram, plus
+the PAVA blocks of the whole set. A query reads one block (only hull vertices where it
+covers whole chunks) and an update checks, or if needed re-fits, only the block it lands
+in. Counts are int64 and slopes are compared by cross-multiplication, so every answer is an
+exact fraction divided once. The kernels are in ``streamcal.core._kernels`` (numba,
+compiled once and cached on disk).
+
+Speed (benchmarks/store.py, query + add, 2-core machine under load): ~10 µs at 10^4,
+~15-20 µs at 10^6, ~30 µs at 10^7 for smooth calibration curves; a flat curve (labels
+independent of scores, one block of size Θ(n)) ~30-40 µs at 10^6. Bulk building 10^6
+pairs takes ~0.1 s. Memory ~100 bytes per distinct score.
 """
 
 from __future__ import annotations
