@@ -133,3 +133,39 @@ def test_bad_input_goes_to_dead_letters_and_leaves_state_untouched(
     assert got == want
     for key in ("log_loss", "square_loss", "ece", "mean_p0", "mean_p1", "frequency"):
         assert final[key] == clean_final[key]
+
+
+def test_metric_lines_go_to_file_topic_callback_and_prometheus(
+    kafka_broker, unique_topics, tmp_path
+):
+    import urllib.request
+
+    n = 50
+    events, labels = synthetic_stream(n, seed=8)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    path = tmp_path / "metrics.jsonl"
+    config = ProcessorConfig.build(
+        **base_settings(kafka_broker, unique_topics, metrics_every=20, metrics_file=str(path)),
+        metrics_interval=3600.0,
+        metrics_topic=unique_topics["metrics"],
+        metrics_port=0,
+    )
+    processor = Processor(config)
+    scraped, seen = [], []
+
+    def on_metrics(line):
+        seen.append(line)
+        url = f"http://127.0.0.1:{processor._exporter.port}/metrics"
+        scraped.append(urllib.request.urlopen(url, timeout=5).read().decode())
+
+    final = processor.run(max_idle_s=1.0, on_metrics=on_metrics)
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    topic = json_values(read_topic(kafka_broker, unique_topics["metrics"], min_count=len(lines)))
+    assert [x["labels"] for x in lines] == [20, 40, 50] == [x["labels"] for x in topic]
+    assert seen == lines and lines[-1] == final
+    contract = ("ts", "events", "predictions", "pending", "expired", "dead_letters",
+                "events_per_s", "calibration_size", "version", "log_loss", "recent_log_loss",
+                "square_loss", "raw_log_loss", "mean_width", "ece", "mean_p0", "frequency",
+                "mean_p1")  # fmt: skip
+    assert all(k in final for k in contract)
+    assert "streamcal_events_total 40.0" in scraped[1]

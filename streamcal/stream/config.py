@@ -361,7 +361,7 @@ def _parse(f, raw, where: str):
         if want is float:
             return float(text)
     except ValueError:
-        raise ValueError(f"{where}: expected a {want.__name__}, got {raw!r}") from None
+        raise ValueError(f"{where}: expected {want.__name__}, got {raw!r}") from None
     return raw
 
 

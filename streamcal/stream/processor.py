@@ -371,7 +371,8 @@ class Processor:
             self._metrics_out.write(data.decode() + "\n")
             self._metrics_out.flush()
         if self.config.metrics_topic:
-            self._send(self.config.metrics_topic, None, data)
+            # One key for all lines: one partition, so they stay in order.
+            self._send(self.config.metrics_topic, self.config.client_id.encode(), data)
         if self._exporter is not None:
             self._exporter.update(line)
         if self._on_metrics is not None:
