@@ -360,7 +360,7 @@ def _best(cx, cy, n, ax, ay, sx, sy, want_max):
 # --------------------------------------------------------------------------- queries
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _p1(S, x):
     T, CM, ORD, BT, BWS, META = S[0], S[3], S[4], S[6], S[7], S[8]
     m = META[M_M]
@@ -389,7 +389,7 @@ def _p1(S, x):
     return bn / bd
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _p0(S, x):
     T, ORD, BT, BWS, META = S[0], S[4], S[6], S[7], S[8]
     nb = META[M_NB]
@@ -430,7 +430,7 @@ def query_one(S, x):
 # --------------------------------------------------------------------------- blocks
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fix_blocks(S, x):
     """Re-run PAVA locally after the group at score x changed.
 
@@ -628,7 +628,7 @@ def _stale(S, pos):
     SI[SP[g, 1], 2] = -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _insert_pos(S, pos, cid, first):
     """Put chunk cid at position pos (pos >= 1); it joins the super-chunk of pos - 1."""
     ORD, FIRST, META, SP, SI, SFREE = S[4], S[5], S[8], S[10], S[11], S[14]
@@ -656,7 +656,7 @@ def _insert_pos(S, pos, cid, first):
         META[M_NS] = ns + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _delete_pos(S, pos):
     ORD, FIRST, META, FREE, SP, SI, SFREE = S[4], S[5], S[8], S[9], S[10], S[11], S[14]
     FREE[META[M_NFREE]] = ORD[pos]
@@ -681,7 +681,7 @@ def _delete_pos(S, pos):
         SI[SP[g, 1], 2] = -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _split(S, pos):
     T, CC, HV, CM, ORD, META, FREE = S[0], S[1], S[2], S[3], S[4], S[8], S[9]
     cid = ORD[pos]
@@ -761,7 +761,7 @@ def add(S, x, y):
     return _fix_blocks(S, x)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _absorb_next(S, pos):
     """Append chunk pos + 1 to chunk pos (the caller checked it fits)."""
     T, CC, HV, CM, ORD = S[0], S[1], S[2], S[3], S[4]
