@@ -12,6 +12,8 @@ inflates Python-heavy parts; read the split as proportions).
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
+
+CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ def run_bare(bootstrap, topics, n) -> tuple[float, float]:
 
 
 CATEGORIES = (
-    ("kafka client", ("/kafka/",)),
+    ("kafka client", ("/kafka/", "_socket", "select.epoll", "crc32c")),
+    ("waits on Kafka I/O threads", ("acquire' of '_thread.lock", "threading.py")),
     ("JSON", ("orjson", "streamcal/stream/messages.py", "streamcal/stream/deadletter.py")),
     ("model (river)", ("/river/",)),
     ("calibration (learner+core)", ("streamcal/learner/", "streamcal/core/", "numba", "numpy")),
@@ -165,7 +168,7 @@ def profile_split(bootstrap, topics, n) -> list[tuple[str, float]]:
     proc.run(stop_event=stop, max_idle_s=2.0, progress=progress)
     prof.disable()
     stats = pstats.Stats(prof).stats
-    totals = dict.fromkeys([c for c, _ in CATEGORIES] + ["other (stdlib, threads)"], 0.0)
+    totals = dict.fromkeys([c for c, _ in CATEGORIES] + ["other (stdlib)"], 0.0)
     for (filename, _, func), (_, _, tottime, _, _) in stats.items():
         where = filename if filename != "~" else func
         for cat, needles in CATEGORIES:
@@ -173,7 +176,7 @@ def profile_split(bootstrap, topics, n) -> list[tuple[str, float]]:
                 totals[cat] += tottime
                 break
         else:
-            totals["other (stdlib, threads)"] += tottime
+            totals["other (stdlib)"] += tottime
     events = proc.state.counts["events"]
     return [(c, 1e6 * t / events) for c, t in totals.items()]
 
@@ -183,6 +186,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--quick", action="store_true", help="20k events")
     ap.add_argument("--profile-events", type=int, default=None, help="events in the profile run")
+    ap.add_argument("--repeat", type=int, default=2, help="alternating runs of each (best kept)")
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -200,18 +204,29 @@ def main() -> None:
         produce_input(bs, topics["events"], topics["labels"], n)
         print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
 
-        bare_rate, bare_cpu = run_bare(bs, topics, n)
-        print(f"bare loop done: {bare_rate:,.0f} events/s", flush=True)
-        sc_rate, sc_cpu, final = run_streamcal(bs, topics, n, every)
-        print(f"streamcal run done: {sc_rate:,.0f} events/s", flush=True)
+        bare, sc = [], []
+        for rep in range(args.repeat):  # alternate, so both see the same background load
+            topics["bare_out"] = f"bench-{tag}.bare-out-{rep}"
+            topics["predictions"] = f"bench-{tag}.predictions-{rep}"
+            topics["group"] = f"bench-{tag}-{rep}"
+            bare.append(run_bare(bs, topics, n))
+            print(f"bare loop: {bare[-1][0]:,.0f} events/s", flush=True)
+            sc.append(run_streamcal(bs, topics, n, every))
+            print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
         split = profile_split(bs, topics, n_prof)
+    # Best of the repeats: background load only ever slows a run down.
+    bare_rate, bare_cpu = max(r for r, _ in bare), min(c for _, c in bare)
+    sc_rate, sc_cpu = max(r for r, _, _ in sc), min(c for _, c, _ in sc)
+    final = sc[-1][2]
 
     print()
-    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback")
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback;"
+          f" best of {args.repeat} alternating runs")  # fmt: skip
     print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
     print(f"{'bare kafka-python loop':28s} {bare_rate:10,.0f} {1e6 * bare_cpu:13,.0f}")
     print(f"{'streamcal run':28s} {sc_rate:10,.0f} {1e6 * sc_cpu:13,.0f}")
-    print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} (target >= 0.60)")
+    print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
+          f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
     print(f"final: events={final['events']} labels={final['labels']} "
           f"log_loss={final['log_loss']:.4f} raw_log_loss={final['raw_log_loss']:.4f}")  # fmt: skip
     print()
