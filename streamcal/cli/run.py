@@ -80,6 +80,7 @@ def _main(args) -> int:
     import logging
     import os
     import signal
+    import sys
     import threading
 
     from streamcal.cli import UsageError
@@ -108,5 +109,13 @@ def _main(args) -> int:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
+    from kafka.errors import KafkaError
+
+    try:
+        processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
+    except (KafkaError, RuntimeError, OSError) as exc:
+        # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
+        # was written after the failure, so a restart resumes from the last good one.
+        print(f"streamcal run: error: {exc!r}", file=sys.stderr)
+        return 1
     return 0
