@@ -44,8 +44,8 @@ class FeatureMatrix:
     """A ring buffer of objects as rows of a float matrix (NaN = feature absent).
 
     >>> fm = FeatureMatrix(capacity=2)
-    >>> for x in [{"a": 1.0}, {"a": 2.0, "b": 3.0}, {"b": 4.0}]:
-    ...     fm.append(x)
+    >>> [fm.append(x) for x in [{"a": 1.0}, {"a": 2.0, "b": 3.0}, {"b": 4.0}]]
+    [0, 1, 0]
     >>> fm.columns, fm.rows().tolist()
     (['a', 'b'], [[nan, 4.0], [2.0, 3.0]])
     """
@@ -79,12 +79,15 @@ class FeatureMatrix:
                 r[j] = v
         return r
 
-    def append(self, x) -> None:
+    def append(self, x) -> int:
+        """Write ``x`` over the oldest row once full; return the row index used."""
         if any(k not in self._index for k in x):
             self._grow(x)
-        self._data[self._next] = self.row(x)
-        self._next = (self._next + 1) % self.capacity
+        i = self._next
+        self._data[i] = self.row(x)
+        self._next = (i + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
+        return i
 
     def with_row(self, x) -> tuple[list, np.ndarray]:
         """(columns, matrix): the held rows plus ``x`` last, its new features included."""

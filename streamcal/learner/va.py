@@ -88,7 +88,6 @@ class VennAbers:
         self.version += 1
         self.objects.append((x, y))
         if self.matrix is not None:
-            self.labels[self.matrix._next] = y
-            self.matrix.append(x)
+            self.labels[self.matrix.append(x)] = y
         if len(self.objects) > self.window:
             self.objects.popleft()
