@@ -12,9 +12,9 @@ exact fraction divided once. The kernels are in ``streamcal.core._kernels`` (num
 compiled once and cached on disk).
 
 Speed (benchmarks/store.py, query + add, 2-core machine under load): ~10 µs at 10^4,
-~15-20 µs at 10^6, ~30 µs at 10^7 for smooth calibration curves; a flat curve (labels
+~15-20 µs at 10^6, ~25-30 µs at 10^7 for smooth calibration curves; a flat curve (labels
 independent of scores, one block of size Θ(n)) ~30-40 µs at 10^6. Bulk building 10^6
-pairs takes ~0.1 s. Memory ~100 bytes per distinct score.
+pairs takes ~0.15 s. Memory ~65 bytes per distinct score (633 MiB at 10^7).
 """
 
 from __future__ import annotations
