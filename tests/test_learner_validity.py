@@ -80,3 +80,23 @@ def test_frequency_lies_between_mean_p0_and_mean_p1(mode, data, model):
     d0, d1 = y - p0, p1 - y
     assert d0.mean() >= -allowance(d0), (p0.mean(), y.mean(), p1.mean())
     assert d1.mean() >= -allowance(d1), (p0.mean(), y.mean(), p1.mean())
+
+
+@pytest.mark.parametrize("model", ["lr", "gnb"])
+def test_default_mode_stays_valid_when_labels_come_late(model):
+    """The stream processor's situation: each label arrives 50 events after its object."""
+    stream = list(itertools.islice(shuffled("bananas", seed=1), 3000))
+    clf = VennAbersClassifier(MODELS[model](), window=300)
+    waiting, p0, p1, y = [], [], [], []
+    for x, label in stream:
+        iv = clf.predict_interval_one(x)
+        p0.append(iv.p0)
+        p1.append(iv.p1)
+        y.append(float(label))
+        waiting.append((x, label))
+        if len(waiting) > 50:
+            clf.learn_one(*waiting.pop(0))
+    p0, p1, y = np.array(p0), np.array(p1), np.array(y)
+    d0, d1 = y - p0, p1 - y
+    assert d0.mean() >= -allowance(d0), (p0.mean(), y.mean(), p1.mean())
+    assert d1.mean() >= -allowance(d1), (p0.mean(), y.mean(), p1.mean())
