@@ -64,8 +64,11 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
           See ``streamcal.learner.pretrained``.
         * ``"sva"`` -- Algorithm 2 online: the model learns each object at once and its
           in-sample score is stored once; every ``refresh_every`` labels (if set) the
-          window is rescored. Cheapest, but **no guarantee**: in-sample scores, and stale
-          scores from an online model that changes its scale, can be badly biased.
+          window is rescored. **No guarantee**: in-sample scores, and stale scores from
+          an online model that changes its scale, can be badly biased (with
+          ``window=None`` the benchmark shows it on an imbalanced stream). Cost per event:
+          one ``learn_one``, one extra score (the object after learning it), one store
+          insertion and removal; no cheaper than ``"pretrained"`` in practice.
         * ``"va"`` -- Algorithm 1 over the last ``window`` labelled objects: for each
           hypothetical label a copy of the model learns the test object and rescores it and
           the window. A Venn predictor (exactly so when the model's learning does not
@@ -82,8 +85,9 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         is also how fast calibration forgets on a drifting stream. ``None`` means no limit
         (``"sva"`` only).
     refresh_every
-        ``"pretrained"``: the model learns the objects that left the calibration set, and
-        the set is rescored, every this many labels (``None``: every ``window`` labels).
+        ``"pretrained"``: every this many labels the model learns the calibration objects
+        beyond the newest ``window`` and the set is rescored (``None``: every ``window``
+        labels).
         ``"sva"``: rescore the window every this many labels (``None``: never).
         Must be ``None`` for ``"va"``, which rescores at every prediction.
 
