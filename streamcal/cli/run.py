@@ -30,6 +30,11 @@ resumes at its offsets; without --state-dir the processor starts from the beginn
 the topics. Delivery is at least once: after a crash the predictions since the last
 checkpoint are produced again, with identical values (dedupe by key = event id).
 SIGINT/SIGTERM stop gracefully (flush, checkpoint, commit).
+
+Records of all partitions of both input topics are processed in one deterministic order
+(record timestamp, events before labels, partition, offset), so a replay gives the same
+predictions; --merge-wait bounds how long a lagging partition can hold the others back.
+The TTLs (--pending-ttl, --label-wait) are measured in record time, not wall-clock time.
 """
 
 
@@ -48,7 +53,8 @@ def register(sub) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="stop after S seconds without a new record (default: run until stopped)",
+        help="stop once caught up and without a new record for S seconds "
+        "(default: run until stopped)",
     )
     p.add_argument(
         "--log-level", default="WARNING", help="logging level on stderr (default: WARNING)"
