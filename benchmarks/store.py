@@ -1,9 +1,10 @@
 """Benchmark the ScoreStore: microseconds per (query a new score, then add it with its label).
 
-Prints one table: median and p99 per query+add for three regimes at n = 10^4 .. 10^7 held
-pairs, the time to bulk-build 10^6 pairs, the store's memory at the largest n, and the
-brute-force refit (two sklearn isotonic fits on n + 1 points) at 10^4 and 10^5 measured in
-the same run, with the ratio.
+Prints a table of median and p99 per query+add for three regimes at n = 10^4 .. 10^7 held
+pairs with the brute-force refit (two sklearn isotonic fits on n + 1 points) at 10^4 and
+10^5 measured in the same run and the ratio; a sliding-window table (query + add + remove
+the oldest) up to 10^6; the time to bulk-build 10^6 pairs; the store's memory at the
+largest n.
 
     python benchmarks/store.py             # full table (10^7 takes a few minutes)
     python benchmarks/store.py --quick     # 10^4 and 10^5 only, fewer operations
@@ -17,6 +18,7 @@ of scores: the worst case, one PAVA block of size Θ(n)).
 from __future__ import annotations
 
 import argparse
+import collections
 import resource
 import time
 
@@ -49,6 +51,21 @@ def time_ops(store: ScoreStore, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
         t0 = clock()
         query(x)
         add(x, y)
+        out[i] = clock() - t0
+    return out * 1e6
+
+
+def time_window_ops(store: ScoreStore, held, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Sliding window: query, add the new pair, remove the oldest."""
+    out = np.empty(len(xs))
+    clock = time.perf_counter
+    query, add, remove = store.query, store.add, store.remove
+    for i, (x, y) in enumerate(zip(xs.tolist(), ys.tolist(), strict=True)):
+        t0 = clock()
+        query(x)
+        add(x, y)
+        held.append((x, y))
+        remove(*held.popleft())
         out[i] = clock() - t0
     return out * 1e6
 
@@ -106,6 +123,21 @@ def main(argv=None) -> None:
                 print(f"  n={n:>9,} brute force refit {brute[n]:10.1f} µs", flush=True)
             del store
 
+    windows = {}
+    for n in [n for n in sizes if n <= 10**6]:
+        for regime in ("sigmoid", "flat"):
+            s, y = make(regime, n + ops, rng)
+            store = ScoreStore.from_arrays(s[:n], y[:n])
+            held = collections.deque(zip(s[:n].tolist(), y[:n].tolist(), strict=True))
+            us = time_window_ops(store, held, s[n:], y[n:])
+            windows[n, regime] = (np.median(us), np.percentile(us, 99))
+            print(
+                f"  window={n:>9,} {regime:<8} median {windows[n, regime][0]:8.1f} µs"
+                f"  p99 {windows[n, regime][1]:8.1f} µs",
+                flush=True,
+            )
+            del store
+
     s, y = make("sigmoid", 10**6, rng)
     t0 = time.perf_counter()
     ScoreStore.from_arrays(s, y)
@@ -121,6 +153,12 @@ def main(argv=None) -> None:
         cells = [f"{rows[n, r][0]:7.1f} / {rows[n, r][1]:7.1f}" for r in regimes]
         bf = f"{brute[n]:11.0f} | {brute[n] / rows[n, 'sigmoid'][0]:6.0f}x" if n in brute else ""
         print(f"{n:>11,} | " + " | ".join(cells) + (f" | {bf}" if bf else ""))
+    print()
+    print("sliding window, µs per query + add + remove oldest (median / p99)")
+    print(f"{'window':>11} | {'sigmoid':>17} | {'flat':>17}")
+    for n in sorted({n for n, _ in windows}):
+        cells = [f"{windows[n, r][0]:7.1f} / {windows[n, r][1]:7.1f}" for r in ("sigmoid", "flat")]
+        print(f"{n:>11,} | " + " | ".join(cells))
     print()
     print(f"bulk build of 10^6 pairs (from_arrays): {bulk:.2f} s")
     print(f"store arrays at n = {max(sizes):,}: {store_bytes / 2**20:.0f} MiB")
