@@ -181,6 +181,99 @@ def profile_split(bootstrap, topics, n) -> list[tuple[str, float]]:
     return [(c, 1e6 * t / events) for c, t in totals.items()]
 
 
+def make_records(n: int, seed: int = 1):
+    """(events, labels) as ConsumerRecord-like tuples, the same stream as produce_input."""
+    from collections import namedtuple
+
+    rec = namedtuple("Rec", "topic partition offset timestamp key value")
+    rng = random.Random(seed)
+    events, labels = [], []
+    for i in range(n):
+        x = [rng.gauss(0, 1) for _ in range(5)]
+        z = 1.2 * x[0] - 0.8 * x[1] + 0.5 * x[2] * x[3]
+        y = 1 if rng.random() < 1 / (1 + 2.718281828**-z) else 0
+        eid = f"e{i}"
+        feats = {f"x{j}": v for j, v in enumerate(x)}
+        ev = orjson.dumps({"id": eid, "features": feats})
+        events.append(rec("events", 0, i, T0 + 10 * i, eid.encode(), ev))
+        lab = orjson.dumps({"id": eid, "label": y})
+        labels.append(rec("labels", 0, i, T0 + 10 * i + 5, eid.encode(), lab))
+    return events, labels
+
+
+def logic_split(n: int) -> list[tuple[str, float]]:
+    """CPU µs per event of the processor's work without Kafka (outputs dropped), and of its
+    parts run alone on the same stream: no profiler, after a warm-up (numba kernels)."""
+    from streamcal.learner import VennAbersClassifier
+    from streamcal.monitoring.tracker import CalibrationTracker
+    from streamcal.stream.config import ProcessorConfig
+    from streamcal.stream.messages import Fields, decode_event, decode_label
+    from streamcal.stream.models import make_model
+    from streamcal.stream.processor import Processor
+
+    warm, (events, labels) = 2000, make_records(n + 2000)
+    config = ProcessorConfig.build(
+        events_topic="events", labels_topic="labels", mode="sva", metrics_file="none"
+    )
+    proc = Processor(config)
+    proc._send = lambda topic, key, value: None
+    proc._on_metrics = proc._metrics_out = proc._exporter = None
+    proc._rate_mark = (time.monotonic(), 0)
+
+    def timed(fn) -> float:
+        t = time.process_time()
+        fn()
+        return 1e6 * (time.process_time() - t) / n
+
+    def all_records(lo, hi):
+        for ev, lab in zip(events[lo:hi], labels[lo:hi], strict=True):
+            proc._on_event(ev)
+            proc._on_label(lab)
+
+    all_records(0, warm)
+    total = timed(lambda: all_records(warm, warm + n))
+
+    fields = Fields()
+    decoded = [(decode_event(e.value, fields), decode_label(lb.value, fields))
+               for e, lb in zip(events, labels, strict=True)]  # fmt: skip
+    dec = timed(lambda: [(decode_event(e.value, fields), decode_label(lb.value, fields))
+                         for e, lb in zip(events[warm:], labels[warm:], strict=True)])  # fmt: skip
+    clf = VennAbersClassifier(make_model("logreg"), mode="sva")
+
+    def learner(lo, hi):
+        for ev, lab in decoded[lo:hi]:
+            clf.predict_interval_one(ev.x)
+            clf.learn_one(ev.x, lab.y)
+
+    learner(0, warm)
+    va = timed(lambda: learner(warm, warm + n))
+    model = make_model("logreg")
+
+    def bare_model():
+        for ev, lab in decoded[warm:]:
+            model.predict_proba_one(ev.x)
+            model.learn_one(ev.x, lab.y)
+
+    river_only = timed(bare_model)
+    tracker = CalibrationTracker()
+    track = timed(lambda: [tracker.update(0.3, 0.4, lab.y, score=0.35, p=0.36)
+                           for _, lab in decoded[warm:]])  # fmt: skip
+    dumps = timed(lambda: [orjson.dumps({"id": e.id, "p0": 0.1, "p1": 0.2, "p": 0.15,
+                                         "p_square": 0.15, "score": 0.3,
+                                         "calibration_size": 1000, "version": "0.1"})
+                           for e, _ in decoded[warm:]])  # fmt: skip
+    rest = total - dec - va - track - dumps
+    return [
+        ("decode events + labels (JSON)", dec),
+        ("encode predictions (JSON)", dumps),
+        ("river model alone", river_only),
+        ("VennAbersClassifier (model + calibration)", va),
+        ("CalibrationTracker.update", track),
+        ("processor bookkeeping (rest)", rest),
+        ("total without Kafka", total),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -214,6 +307,7 @@ def main() -> None:
             sc.append(run_streamcal(bs, topics, n, every))
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
         split = profile_split(bs, topics, n_prof)
+    logic = logic_split(n_prof)
     # Best of the repeats: background load only ever slows a run down.
     bare_rate, bare_cpu = max(r for r, _ in bare), min(c for _, c in bare)
     sc_rate, sc_cpu = max(r for r, _, _ in sc), min(c for _, c, _ in sc)
@@ -229,6 +323,10 @@ def main() -> None:
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
     print(f"final: events={final['events']} labels={final['labels']} "
           f"log_loss={final['log_loss']:.4f} raw_log_loss={final['raw_log_loss']:.4f}")  # fmt: skip
+    print()
+    print(f"CPU per event without Kafka ({n_prof:,} events, no profiler, after warm-up)")
+    for part, us in logic:
+        print(f"  {part:42s} {us:8.1f} µs")
     print()
     total = sum(us for _, us in split)
     print(f"CPU per event by part (cProfile, {n_prof:,} events; profiler overhead included)")
