@@ -89,7 +89,7 @@ GOOD_PRED = '{"p0": 0.1, "p1": 0.3, "label": 1}\n'
         (GOOD_PRED + '{"p0": 0.1, "p1": 0.3, "label": 1, "score": "hi"}\n', 3, "'score'"),
         (GOOD_PRED + '{"p0": 0.1, "p1": 0.3, "label": 0.5}\n', 3, "'label' must be 0/1"),
         (GOOD_PRED + '{"p0": 0.1, "p1": 0.3, "label": 1.0}\n', 3, "'label' must be 0/1"),
-        (GOOD_PRED + '{"p0": 0.4, "p1": 0.3, "label": 1}\n', 3, "p0 <= p1"),
+        (GOOD_PRED + '{"p0": 0.4, "p1": 1.3, "label": 1}\n', 3, "p1=1.3"),
         (GOOD_PRED + '{"p0": 0.1, "p1": 0.3, "label": 1, "score": 7}\n', 3, "score=7"),
         (GOOD_PRED + '{"p0": NaN, "p1": 0.3, "label": 1}\n', 3, "not valid JSON"),
     ],

@@ -207,7 +207,7 @@ def test_pickle_and_deepcopy_preserve_exact_state():
 @pytest.mark.parametrize(
     "args, kwargs",
     [
-        ((0.5, 0.4, 1), {}),  # p0 > p1
+        ((1.5, 0.4, 1), {}),
         ((-0.1, 0.4, 1), {}),
         ((0.1, 1.2, 1), {}),
         ((math.nan, 0.4, 1), {}),
@@ -252,3 +252,14 @@ def test_corollary_1_band_on_an_exchangeable_stream():
     lo, hi = wilson_interval(int(y[n_cal:].sum()), n_test, z=3)
     assert snap["mean_p0"] <= hi and lo <= snap["mean_p1"]
     assert snap["mean_p0"] <= snap["mean_p1"]
+
+
+def test_full_va_pairs_with_p0_above_p1_are_tracked():
+    # Algorithm 1 retrains the scorer per hypothetical label, so p0 > p1 can happen;
+    # the tracker must record it (the stream processor must not die on it).
+    t = CalibrationTracker(window=10)
+    t.update(0.25, 0.2, 1)
+    snap = t.snapshot()
+    assert snap["labels"] == 1
+    assert snap["mean_width"] == pytest.approx(-0.05)
+    assert snap["log_loss"] == pytest.approx(-math.log(0.2 / (1 - 0.25 + 0.2)))

@@ -8,7 +8,7 @@ Two inputs, one JSON object per line:
   ``calibration_size``, ``version``); optionally the reliability bins (``reliability``,
   ``raw_reliability``, see ``snapshot(reliability=True)``).
 * a **predictions file joined with labels**: each line has at least ``p0``, ``p1`` (the
-  Venn-Abers pair, numbers with 0 <= p0 <= p1 <= 1) and ``label`` (0/1 or false/true);
+  Venn-Abers pair, in [0, 1]; p0 <= p1 except in full VA) and ``label`` (0/1 or false/true);
   optionally ``score`` (the raw model probability of 1) and ``p`` (the merged probability;
   default p1 / (1 - p0 + p1)); ``null`` means absent. Other keys (``id``, ``ts``, ...) are
   ignored. Lines are taken in stream order. Example::
@@ -197,7 +197,7 @@ def read_metric_log(path, progress: bool = False) -> list[dict]:
 def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, {"p0", "p1", "label", "score", "p"})`` from a predictions file.
 
-    Types are checked here; ranges (0 <= p0 <= p1 <= 1, ...) by the tracker.
+    Types are checked here; ranges (all in [0, 1]) by the tracker.
     """
     p = os.fspath(path)
     for n, obj in iter_json_lines(path, progress):
@@ -236,11 +236,11 @@ def metric_log_from_predictions(
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
     >>> _ = f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\\n'
-    ...                  '{"p0": 0.5, "p1": 0.3, "label": 0}\\n')
+    ...                  '{"p0": 0.5, "p1": 1.3, "label": 0}\\n')
     >>> metric_log_from_predictions(f)
     Traceback (most recent call last):
     ...
-    ValueError: ...p.jsonl: line 2: need 0 <= p0 <= p1 <= 1 ...
+    ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
     """
     tracker = CalibrationTracker(window=window, bins=bins)
     log: list[dict] = []

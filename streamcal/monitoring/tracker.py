@@ -48,10 +48,6 @@ SNAPSHOT_KEYS = (
 # river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
 _EPS = 1e-15
 
-# Venn-Abers pairs satisfy p0 <= p1 exactly; allow for the last bit of a float division.
-_ORDER_TOL = 1e-12
-
-
 class _Means:
     """Running means of the per-update terms (rollable by ``river.utils.Rolling``).
 
@@ -154,7 +150,9 @@ class CalibrationTracker:
         """Add one labelled prediction. Raises ValueError (state unchanged) on bad input."""
         y = check_label(y)
         try:
-            ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0 and p0 <= p1 + _ORDER_TOL
+            # p0 > p1 is allowed: full Venn-Abers (Algorithm 1, mode "va") retrains the
+            # scorer differently for the two labels, so the pair need not be ordered.
+            ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0
             if p is None:
                 p = p1 / (1.0 - p0 + p1)
             else:
@@ -165,7 +163,7 @@ class CalibrationTracker:
             ok = False
         if not ok:
             raise ValueError(
-                "need 0 <= p0 <= p1 <= 1 and p, score in [0, 1] (score may be None), got "
+                "need p0, p1, p and score in [0, 1] (score may be None), got "
                 f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}"
             )
         # Plain floats from here on: numpy scalars would leak into the JSON snapshot.
