@@ -44,7 +44,8 @@ def rmse(p: np.ndarray, y: np.ndarray) -> float:
 def base_methods(scorer, X_train, y_train, X_test) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """W, SVA and DIR from one fit of the scorer: method -> (p for MLE, p for RMSE).
 
-    Also returns SVA's raw pair under ``"SVA_pair"`` for the Lemma 3 check.
+    Also returns SVA's raw pair under ``"SVA_pair"`` for the Lemma 3 check and the
+    (calibration, test) scores under ``"scores"``.
     """
     scorer.fit(X_train, y_train)
     cal = scorer.score(X_train)
@@ -57,6 +58,7 @@ def base_methods(scorer, X_train, y_train, X_test) -> dict[str, tuple[np.ndarray
         "SVA": (merge_log(p0, p1), merge_square(p0, p1)),
         "DIR": (d, d),
         "SVA_pair": (p0, p1),
+        "scores": (cal, test),
     }
 
 
