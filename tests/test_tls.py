@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import ssl
 import struct
@@ -104,7 +105,10 @@ def test_streamcal_run_over_ssl(tls_broker, unique_topics, tmp_path):
             "--dead-letter-topic", unique_topics["dead_letters"],
             "--group-id", unique_topics["group"],
             "--metrics-file", str(metrics), "--max-idle-s", "1"]  # fmt: skip
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     assert main(argv) == 0
+    # run in-process: the caller's signal handlers are back afterwards
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
     final = orjson.loads(metrics.read_text().splitlines()[-1])
     assert final["events"] == 60
     assert final["labels"] == counts["label"]

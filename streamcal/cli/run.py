@@ -113,10 +113,11 @@ def _main(args) -> int:
             raise KeyboardInterrupt
         stop.set()
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
     from kafka.errors import KafkaError
 
+    # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
+    # (tests, notebooks), and the caller's own handlers must survive it.
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
     except (KafkaError, RuntimeError, OSError) as exc:
@@ -124,4 +125,7 @@ def _main(args) -> int:
         # was written after the failure, so a restart resumes from the last good one.
         print(f"streamcal run: error: {exc!r}", file=sys.stderr)
         return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
