@@ -275,8 +275,9 @@ def _demo(args, bootstrap: str, own_broker: bool) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         counts = replay_counts(records)
-        # About ten metric lines whatever the stream's length.
-        every = max(50, counts["label"] // 10)
+        # About a hundred lines in the metric log (smooth report curves); about ten of
+        # them are printed.
+        every = max(10, counts["label"] // 100)
         config = _config(args, bootstrap, topics, state_dir, metrics_path, every)
         client = config.kafka_client_settings()
         if not own_broker:
@@ -328,9 +329,16 @@ def _process(args, config, n_events: int):
         leave=False,
     )  # fmt: skip
 
+    print_every = max(50, n_events // 10)
+    printed = [0]  # labels at the last printed line
+
     def on_metrics(line: dict) -> None:
-        if not args.quiet:
-            progress(line.get("events", 0))
+        if args.quiet:
+            return
+        progress(line.get("events", 0))
+        labels = line.get("labels", 0)
+        if labels - printed[0] >= print_every or labels >= n_events:
+            printed[0] = labels
             bar.write(metric_text(line), file=sys.stdout)
 
     def progress(n: int) -> None:
