@@ -169,3 +169,21 @@ def test_metric_lines_go_to_file_topic_callback_and_prometheus(
                 "mean_p1")  # fmt: skip
     assert all(k in final for k in contract)
     assert "streamcal_events_total 40.0" in scraped[1]
+
+
+def test_mode_va_small_window_end_to_end(kafka_broker, unique_topics):
+    """Full Venn-Abers (Algorithm 1) can give p0 > p1; the processor must take it in its
+    stride (`streamcal demo --mode va` used to crash on such a pair)."""
+    n = 300
+    events, labels = synthetic_stream(n, seed=5, label_delay_ms=1)
+    produce_stream(kafka_broker, unique_topics, events, labels)
+    final = run_processor(kafka_broker, unique_topics, mode="va", window=20)
+
+    preds = json_values(read_topic(kafka_broker, unique_topics["predictions"], min_count=n))
+    assert sorted(p["id"] for p in preds) == sorted(f"e{i}" for i in range(n))
+    for p in preds:
+        assert 0 <= p["p0"] <= 1 and 0 <= p["p1"] <= 1 and 0 <= p["p"] <= 1
+        assert p["calibration_size"] <= 20
+    assert (final["events"], final["labels"], final["predictions"]) == (n, n, n)
+    assert (final["pending"], final["dead_letters"]) == (0, 0)
+    assert final["log_loss"] is not None and final["mean_p0"] is not None

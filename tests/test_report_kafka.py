@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import re
-import socket
 import urllib.request
 
 import orjson
@@ -20,12 +19,6 @@ from tests._kafka_helpers import base_settings, produce_stream, synthetic_stream
 pytest.importorskip("matplotlib")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def scrape(port) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
@@ -37,22 +30,24 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
     events, labels = synthetic_stream(n, seed=11, label_delay_ms=1)
     produce_stream(kafka_broker, unique_topics, events, labels)
     metrics_file = tmp_path / "metrics.jsonl"
-    port = free_port()
     config = ProcessorConfig.build(
         **base_settings(
             kafka_broker,
             unique_topics,
             metrics_file=str(metrics_file),
             metrics_every=100,
-            metrics_port=port,
+            metrics_port=0,  # any free port: Processor.metrics_port says which
         )
     )
     scraped = []
+    proc = Processor(config)
+    assert proc.metrics_port is None  # not serving before run()
 
     def on_metrics(line):  # the exporter has been updated with this line just before
-        scraped.append((line, scrape(port)))
+        assert proc.metrics_port > 0
+        scraped.append((line, scrape(proc.metrics_port)))
 
-    final = Processor(config).run(max_idle_s=1.5, on_metrics=on_metrics)
+    final = proc.run(max_idle_s=1.5, on_metrics=on_metrics)
 
     # Prometheus during the run showed exactly the line just written.
     assert len(scraped) >= n // 100
@@ -65,6 +60,11 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
 
     lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]
     assert lines[-1]["labels"] == final["labels"] == n
+    # Every line carries the reliability bins of p and of the raw score.
+    for line in lines:
+        for key in ("reliability", "raw_reliability"):
+            assert len(line[key]) == config.tracker_bins
+            assert sum(b["count"] for b in line[key]) == line["labels"]
     out = tmp_path / "report"
     assert main(["report", str(metrics_file), "--out", str(out), "--no-progress"]) == 0
     page = (out / "report.html").read_text()
@@ -83,3 +83,12 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
             checked += 1
     assert checked >= 15
     assert shown["version"].strip("'") == last["version"]
+    # The reliability diagrams are drawn from those bins: not the "no bins" page, and a
+    # figure that differs from the one drawn for the same line without bins.
+    assert "carries no reliability bins" not in page
+    from streamcal.monitoring.report import reliability_figure
+
+    bare = {k: v for k, v in last.items() if k not in ("reliability", "raw_reliability")}
+    reliability_figure(bare, tmp_path / "empty.png")
+    drawn = (out / "reliability.png").read_bytes()
+    assert len(drawn) > 0 and drawn != (tmp_path / "empty.png").read_bytes()

@@ -216,3 +216,117 @@ def test_dead_letter_keeps_original_bytes():
 
     assert base64.b64decode(rec["value_base64"]) == raw and rec["key"] is None
     assert pickle.loads(pickle.dumps(rec)) == rec
+
+
+# ---------------------------------------------------------------- processor without Kafka
+from collections import namedtuple  # noqa: E402
+
+from river import linear_model  # noqa: E402
+
+_Rec = namedtuple("_Rec", "topic partition offset timestamp key value")
+
+
+class PickyModel(linear_model.LogisticRegression):
+    """Refuses to learn objects with ``x1 > 100`` (before changing anything)."""
+
+    def learn_one(self, x, y):
+        if x.get("x1", 0.0) > 100:
+            raise ValueError(f"x1 too large: {x['x1']}")
+        super().learn_one(x, y)
+
+
+def offline_processor(**settings):
+    """A Processor whose outputs are collected in a list instead of sent to Kafka."""
+    from streamcal.learner import VennAbersClassifier
+    from streamcal.stream.processor import Processor
+
+    config = ProcessorConfig.build(
+        events_topic="ev", labels_topic="lab", mode="sva", metrics_file="none", **settings
+    )
+    proc = Processor(config)
+    proc.state.clf = VennAbersClassifier(PickyModel(), mode="sva")
+    sent = []
+    proc._send = lambda topic, key, value: sent.append((topic, key, orjson.loads(value)))
+    proc._on_metrics = proc._metrics_out = None
+    proc._rate_mark = (0.0, 0)
+    return proc, sent
+
+
+def feed(proc, items):
+    """items: ("e", i, x1) events or ("l", i, y) labels, at increasing record times."""
+    for t, (kind, i, v) in enumerate(items):
+        if kind == "e":
+            value = orjson.dumps({"id": f"e{i}", "features": {"x1": v, "x2": 1.0}})
+            proc._on_event(_Rec("ev", 0, t, 1000 * t, f"e{i}".encode(), value))
+        else:
+            value = orjson.dumps({"id": f"e{i}", "label": v})
+            proc._on_label(_Rec("lab", 0, t, 1000 * t, f"e{i}".encode(), value))
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_join_refused_by_the_learner_leaves_state_untouched(early):
+    """A label the learner refuses is a dead letter with the reason; the event stays
+    pending, nothing is counted, and the state equals that of a run without that label."""
+    good = [("e", i, 0.1 * i) for i in range(6)] + [("l", i, i % 2) for i in range(6)]
+    bad_event, bad_label = ("e", 6, 1000.0), ("l", 6, 1)
+    after = [("e", 7, 0.3), ("l", 7, 1), ("e", 8, -0.2), ("l", 8, 0)]
+    # early: the label waits for its event, and the join happens when the event comes.
+    bad = [bad_label, bad_event] if early else [bad_event, bad_label]
+    proc, sent = offline_processor()
+    feed(proc, good + bad + after)
+    ref, ref_sent = offline_processor()
+    feed(ref, good + [bad_event] + after)
+
+    dead = [v for t, _, v in sent if t == "streamcal.dead-letters"]
+    assert len(dead) == 1 and dead[0]["source"]["topic"] == "lab"
+    assert "learner rejected the label of 'e6'" in dead[0]["reason"]
+    assert "x1 too large" in dead[0]["reason"]
+    st, rs = proc.state, ref.state
+    assert "e6" in st.pending and st.recent.get("e6") is None
+    assert st.counts == {**rs.counts, "dead_letters": 1}
+    assert st.counts["labels"] == st.tracker.labels == 8
+    assert st.tracker.snapshot() == rs.tracker.snapshot()
+    assert st.clf.calibration_size == rs.clf.calibration_size == 8
+    preds = [v for t, _, v in sent if t == "streamcal.predictions"]
+    assert preds == [v for t, _, v in ref_sent if t == "streamcal.predictions"]
+    probe = {"x1": 0.5, "x2": 1.0}
+    assert st.clf.predict_interval_one(probe) == rs.clf.predict_interval_one(probe)
+
+
+def test_join_refused_by_the_tracker_leaves_state_untouched():
+    proc, sent = offline_processor()
+    feed(proc, [("e", 0, 0.1)])
+    x, p0, p1, p, score = proc.state.pending.get("e0")
+    proc.state.pending.put("e0", (x, p0, p1, float("nan"), score), proc.state.clock)
+    feed(proc, [("l", 0, 1)])
+    (reason,) = [v["reason"] for t, _, v in sent if t == "streamcal.dead-letters"]
+    assert reason.startswith("tracker rejected the prediction of 'e0'")
+    assert proc.state.tracker.labels == proc.state.clf.calibration_size == 0
+    assert "e0" in proc.state.pending
+
+
+def test_refresh_every_reaches_the_learner():
+    cfg = ProcessorConfig.from_sources(
+        {"window": 50}, env={"STREAMCAL_REFRESH_EVERY": "7", "STREAMCAL_MODE": "sva"}
+    )
+    assert cfg.refresh_every == 7
+    from streamcal.stream.processor import ProcessorState
+
+    assert ProcessorState(cfg).clf.refresh_every == 7
+    assert ProcessorState(ProcessorConfig.build()).clf.refresh_every is None
+    for values, words in (
+        ({"refresh_every": 0}, "refresh_every must be >= 1"),
+        ({"mode": "va", "refresh_every": 5}, "refresh_every must not be set with mode va"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            ProcessorConfig.build(**values)
+
+
+def test_metric_lines_carry_reliability_bins():
+    proc, _ = offline_processor(tracker_bins=5)
+    feed(proc, [("e", i, 0.1 * i) for i in range(20)] + [("l", i, i % 3 == 0) for i in range(20)])
+    line = proc.metric_line()
+    assert len(line["reliability"]) == len(line["raw_reliability"]) == 5
+    assert sum(b["count"] for b in line["reliability"]) == line["labels"] == 20
+    assert line["reliability"] == proc.state.tracker.reliability("p")
+    assert orjson.loads(orjson.dumps(line)) == line

@@ -97,6 +97,12 @@ class ProcessorConfig:
     )
     window: int | None = _opt(None, "calibration window (default: the learner's)", "model")
     merge: str = _opt("log", "merge of (p0, p1) used as p: log, square or mean", "model")
+    refresh_every: int | None = _opt(
+        None,
+        "rescore the calibration set every this many labels (pretrained: refresh batch; "
+        "sva: rescoring period; not for va; default: the learner's)",
+        "model",
+    )
 
     # --- joining events and labels (times are record times, in seconds) ---
     pending_ttl: float = _opt(
@@ -217,6 +223,8 @@ class ProcessorConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.window is not None and self.window < 1:
             raise ValueError(f"window must be >= 1, got {self.window}")
+        if self.refresh_every is not None and self.refresh_every < 1:
+            raise ValueError(f"refresh_every must be >= 1, got {self.refresh_every}")
         if self.linger_ms < 0:
             raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
         for name in (
@@ -240,6 +248,8 @@ class ProcessorConfig:
                 raise ValueError(f"output topic {out!r} is also an input topic")
         if self.mode is not None and self.mode not in ("pretrained", "sva", "va"):
             raise ValueError(f"mode must be one of pretrained, sva, va; got {self.mode!r}")
+        if self.mode == "va" and self.refresh_every is not None:
+            raise ValueError("refresh_every must not be set with mode va (it rescores always)")
         if self.merge not in _MERGES:
             raise ValueError(f"merge must be one of {', '.join(_MERGES)}; got {self.merge!r}")
         if self.security_protocol not in _SECURITY_PROTOCOLS:

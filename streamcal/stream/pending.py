@@ -58,6 +58,11 @@ class WaitingRoom:
         item = self._items.pop(key, None)
         return default if item is None else item[1]
 
+    def get(self, key, default=None):
+        """The value waiting under ``key`` (it stays), or ``default``."""
+        item = self._items.get(key)
+        return default if item is None else item[1]
+
     def expire(self, now: float) -> list:
         """Remove and return the (key, value) pairs whose deadline has passed."""
         items = self._items

@@ -47,6 +47,7 @@ _FINGERPRINT = (
     "mode",
     "window",
     "merge",
+    "refresh_every",
     "id_field",
     "features_field",
     "label_field",
@@ -65,6 +66,8 @@ class ProcessorState:
             kwargs["mode"] = config.mode
         if config.window is not None:
             kwargs["window"] = config.window
+        if config.refresh_every is not None:
+            kwargs["refresh_every"] = config.refresh_every
         self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
         self.tracker = CalibrationTracker(window=config.tracker_window, bins=config.tracker_bins)
         self.pending = WaitingRoom(config.pending_ttl, config.pending_max)
@@ -294,7 +297,7 @@ class Processor:
             st.recent.add(old_id, "expired")
         waiting = st.waiting.pop(eid)
         if waiting is not None:
-            self._join(eid, waiting.y)
+            self._join(eid, waiting.y, waiting.rec)
 
     def _on_label(self, rec) -> None:
         st = self.state
@@ -306,7 +309,7 @@ class Processor:
         eid = lab.id
         if eid in st.pending:
             self._advance(rec.timestamp)
-            self._join(eid, lab.y)
+            self._join(eid, lab.y, rec)
             return
         if eid in st.waiting:
             self._dead(rec, f"duplicate label for {eid!r} (a label is already waiting)")
@@ -326,11 +329,26 @@ class Processor:
                 f"{self.config.label_wait_max})",
             )
 
-    def _join(self, eid: str, y: bool) -> None:
+    def _join(self, eid: str, y: bool, rec) -> None:
+        """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
+        tracker or the learner refuses, the label becomes a dead letter and the state (the
+        pending event included) is left as it was."""
         st = self.state
-        x, p0, p1, p, score = st.pending.pop(eid)
+        x, p0, p1, p, score = st.pending.get(eid)
+        if not _trackable(p0, p1, p, score):  # checked first: the learner cannot be undone
+            self._dead(
+                rec,
+                f"tracker rejected the prediction of {eid!r}: "
+                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
+            )
+            return
+        try:
+            st.clf.learn_one(x, y)
+        except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
+            self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
+            return
         st.tracker.update(p0, p1, y, score=score, p=p)
-        st.clf.learn_one(x, y)
+        st.pending.pop(eid)
         st.recent.add(eid, "joined")
         st.counts["labels"] += 1
         # Keyed on the label count, not on time, so these lines replay identically.
@@ -346,7 +364,9 @@ class Processor:
         events = st.counts["events"]
         elapsed = mono - self._rate_mark[0]
         rate = (events - self._rate_mark[1]) / elapsed if elapsed > 0 else 0.0
-        line = {"ts": now, **st.tracker.snapshot()}
+        # With the reliability bins (~1.5 KB of JSON, ~20 µs per line) so that
+        # `streamcal report` can draw reliability diagrams from a metric log.
+        line = {"ts": now, **st.tracker.snapshot(reliability=True)}
         line.update(
             events=events,
             predictions=st.counts["predictions"],
@@ -378,6 +398,12 @@ class Processor:
         if self._on_metrics is not None:
             self._on_metrics(line)
         return line
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port the Prometheus endpoint is bound to (useful with ``metrics_port=0``), or
+        None when it is off or ``run`` has not started it yet."""
+        return self._exporter.port if self._exporter is not None else None
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self) -> None:
@@ -501,6 +527,15 @@ class Processor:
                 self._exporter.close()
             if close_out:
                 self._metrics_out.close()
+
+
+def _trackable(p0, p1, p, score) -> bool:
+    """Whether ``CalibrationTracker.update`` accepts this prediction (same checks)."""
+    try:
+        ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0 and 0.0 <= p <= 1.0
+        return ok and (score is None or 0.0 <= score <= 1.0)
+    except TypeError:
+        return False
 
 
 class _WaitingLabel:
