@@ -139,6 +139,9 @@ def test_tables_and_ranking_from_fake_results():
             "lemma3": 0,
             "n_test": 19,
             "dir_extreme": 2,
+            "oracle_checked": 3,
+            "oracle_mismatches": 1,
+            "cpu": 0.5,
         },
         {
             "key": ("labor", "NB", "va", 0),
@@ -149,6 +152,7 @@ def test_tables_and_ranking_from_fake_results():
     ]
     per, tally = paper.aggregate(results)
     assert tally["DIR", "inf"] == 1 and tally["SVA", "objects"] == 19
+    assert tally["oracle", "mismatches"] == 1 and tally["cpu", "NB", "base"] == 0.5
     lines = paper.table(per, 0, ["labor"], "NB")
     assert lines[-1] == "| Labor | 0.500 (1.854) | 0.400 (0.410) | **0.300** (0.296) | ∞ (∞) |"
     assert [m for m, _, _ in paper.ranking(per, 0, "labor", ["NB"])] == ["SVA", "VA", "W", "DIR"]
