@@ -9,7 +9,7 @@ averaged over splits. Lemma 3 (VA and SVA never output 0 or 1) is asserted; DIR'
 checked to be infinite exactly when some test object gets 0 or 1 on the wrong side.
 
     nice python benchmarks/paper.py                       # the full run (see docs/paper.md)
-    python benchmarks/paper.py --quick                    # a smoke run, about a minute
+    python benchmarks/paper.py --quick       # smoke run: 10 splits, 1 VA split (~5 min)
     python benchmarks/paper.py --datasets labor,vote --classifiers J,NB --splits 20
 
 Data: five of the paper's nine UCI datasets, from Debian's ``weka`` package; see
