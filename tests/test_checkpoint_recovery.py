@@ -90,6 +90,12 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique
         proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.DEVNULL)
         try:
             _wait_for_lines(metrics, len(_lines(metrics)), proc)
+            # Kill only once a checkpoint exists (else the restart has nothing to resume
+            # from, and a fast processor could be killed twice before its first one).
+            deadline = time.monotonic() + 60
+            while not list((tmp_path / "state").glob("checkpoint-*.ckpt")):
+                assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
+                time.sleep(0.02)
             time.sleep(rng.uniform(0.0, 0.6))
         finally:
             if proc.poll() is None:
