@@ -5,10 +5,14 @@ same local tansu broker in the same run; the bare loop produces one message per 
 does nothing else, the processor produces a Venn-Abers prediction per event (sva, scaled
 logistic regression) and joins every label. Rates are steady-state: measured between the
 first and the last metric line of the processor (every --metrics-every labels), and
-between the first record and the last flush of the bare loop. CPU seconds per event come
-from the child processes' rusage. A cProfile run of the processor in process splits CPU
-per event into Kafka client, JSON, model, calibration, tracker and bookkeeping (cProfile
-inflates Python-heavy parts; read the split as proportions).
+between the first record and the last flush of the bare loop, which reads every event and
+every label, as the processor does. Both use the same client settings (the processor's
+defaults: idempotent producer, so acks=all; linger_ms; batch_size 256 KiB;
+max_poll_records; fetch_max_wait_ms 100), the same topics and the same partitions. CPU
+seconds per event come from the child processes' rusage. The CPU split per event comes
+from in-process runs of the processor with and without each Kafka client (no profiler:
+cProfile's wall-clock timer charges GIL waits to the Kafka client) and from the
+processor's parts timed without Kafka.
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
@@ -19,9 +23,7 @@ CPU µs/event of a child includes its start-up (imports, numba kernels from cach
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
-import pstats
 import random
 import resource
 import subprocess
@@ -42,12 +44,13 @@ T0 = 1_700_000_000_000
 BARE_LOOP = r"""
 import sys, time
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-bootstrap, events, labels, out, n = sys.argv[1:6]
+bootstrap, events, labels, out, n, linger_ms, poll_records = sys.argv[1:8]
 n = int(n)
 consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                         auto_offset_reset="earliest", max_poll_records=2000, fetch_max_wait_ms=100)
-producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5,
-                         batch_size=256 * 1024)
+                         auto_offset_reset="earliest", max_poll_records=int(poll_records),
+                         fetch_max_wait_ms=100)
+producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
+                         linger_ms=int(linger_ms), batch_size=256 * 1024)
 tps = []
 for t in (events, labels):
     while not consumer.partitions_for_topic(t):
@@ -57,16 +60,16 @@ for t in (events, labels):
 consumer.assign(tps)
 for tp in tps:
     consumer.seek(tp, 0)
-seen = 0
+seen = {events: 0, labels: 0}
 first = None
-while seen < n:
+while seen[events] < n or seen[labels] < n:  # all events and all labels, like the processor
     for tp, recs in consumer.poll(timeout_ms=200).items():
         if first is None:
             first = time.monotonic()
         if tp.topic == events:
             for r in recs:
                 producer.send(out, key=r.key, value=r.value)
-            seen += len(recs)
+        seen[tp.topic] += len(recs)
 producer.flush()
 print(n / (time.monotonic() - first))
 """
@@ -114,7 +117,12 @@ def run_streamcal(bootstrap, topics, n, every) -> tuple[float, float, dict]:
     with open(metrics, "rb") as fh:
         lines = [orjson.loads(x) for x in fh]
     steady = [x for x in lines if x["labels"] % every == 0 and x["labels"] > 0]
-    steady = list({x["labels"]: x for x in steady}.values())
+    # The first line per label count: the final line repeats the last count after the
+    # --max-idle-s wait, which must not count as processing time.
+    first: dict = {}
+    for x in steady:
+        first.setdefault(x["labels"], x)
+    steady = list(first.values())
     a, b = steady[0], steady[-1]
     rate = (b["events"] - a["events"]) / (b["ts"] - a["ts"])
     return rate, cpu / n, lines[-1]
@@ -122,63 +130,112 @@ def run_streamcal(bootstrap, topics, n, every) -> tuple[float, float, dict]:
 
 def run_bare(bootstrap, topics, n) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    from streamcal.stream.config import ProcessorConfig
+
+    defaults = ProcessorConfig()  # the processor's own client settings, for a like-for-like loop
     out = subprocess.run(
         [sys.executable, "-c", BARE_LOOP, bootstrap, topics["events"], topics["labels"],
-         topics["bare_out"], str(n)],
+         topics["bare_out"], str(n), str(defaults.linger_ms), str(defaults.poll_max_records)],
         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
     )  # fmt: skip
     return float(out.stdout.strip()), child_cpu(before) / n
 
 
-CATEGORIES = (
-    ("kafka client", ("/kafka/", "_socket", "select.epoll", "crc32c")),
-    ("waits on Kafka I/O threads", ("acquire' of '_thread.lock", "threading.py")),
-    ("JSON", ("orjson", "streamcal/stream/messages.py", "streamcal/stream/deadletter.py")),
-    ("model (river)", ("/river/",)),
-    ("calibration (learner+core)", ("streamcal/learner/", "streamcal/core/", "numba", "numpy")),
-    ("tracker (monitoring)", ("streamcal/monitoring/",)),
-    ("bookkeeping (processor)", ("streamcal/stream/",)),
+class MemoryConsumer:
+    """The records of ``make_records`` served like a KafkaConsumer (4 partitions per topic,
+    one partition per poll answer, as tansu does): the processor without a Kafka consumer."""
+
+    def __init__(self, topics: dict, n: int, partitions: int = 4):
+        from collections import namedtuple
+
+        from kafka import TopicPartition
+
+        rec = namedtuple("Rec", "topic partition offset timestamp key value")
+        self.data = {}
+        for topic, recs in zip((topics["events"], topics["labels"]), make_records(n), strict=True):
+            for p in range(partitions):
+                self.data[TopicPartition(topic, p)] = [
+                    rec(topic, p, i, r.timestamp, r.key, r.value)
+                    for i, r in enumerate(recs[p::partitions])
+                ]
+        self.pos = dict.fromkeys(self.data, 0)
+
+    def partitions_for_topic(self, topic):
+        return {tp.partition for tp in self.data if tp.topic == topic}
+
+    def poll(self, timeout_ms=0, max_records=2000):
+        for tp, recs in self.data.items():
+            p = self.pos[tp]
+            if p < len(recs):
+                self.pos[tp] = p + min(max_records, 500)
+                return {tp: recs[p : p + min(max_records, 500)]}
+        time.sleep(timeout_ms / 1000)
+        return {}
+
+    def highwater(self, tp):
+        return len(self.data[tp])
+
+    def position(self, tp):
+        return min(self.pos[tp], len(self.data[tp]))
+
+    def assign(self, tps):
+        pass
+
+    def seek(self, tp, offset):
+        self.pos[tp] = offset
+
+    def commit(self, offsets):
+        pass
+
+    def close(self, autocommit=False):
+        pass
+
+
+KAFKA_VARIANTS = (
+    ("full (Kafka in and out)", True, True),
+    ("no producer (outputs dropped)", True, False),
+    ("no consumer (records from memory)", False, True),
+    ("neither (no Kafka)", False, False),
 )
 
 
-def profile_split(bootstrap, topics, n) -> list[tuple[str, float]]:
-    """CPU µs per event by category, from a cProfile run of the processor in process."""
+def kafka_split(bootstrap, topics, n, rounds: int = 2) -> dict:
+    """CPU µs per event of the processor in process, with and without each Kafka client.
+
+    No profiler: the main thread's CPU (``time.thread_time``) and the process's
+    (``time.process_time``, which adds kafka-python's I/O threads). cProfile's default
+    timer is wall-clock, so it charges to the Kafka client the time the main thread waits
+    for the GIL while the producer's I/O thread runs (``socket.send`` in the producer's
+    wakeup, lock acquires): that, not CPU, was most of the "Kafka client" share it showed.
+    Best (least CPU) of ``rounds`` alternating rounds."""
     from streamcal.stream.config import ProcessorConfig
     from streamcal.stream.processor import Processor
 
-    config = ProcessorConfig.build(
-        bootstrap_servers=bootstrap, group_id=topics["group"] + "-prof",
-        events_topic=topics["events"], labels_topic=topics["labels"],
-        predictions_topic=topics["predictions"] + "-prof", dead_letter_topic=topics["dead"],
-        mode="sva", model="logreg", metrics_file="none",
-    )  # fmt: skip
-    proc = Processor(config)
-    prof = cProfile.Profile()
-    stop_after = {"n": n}
-
-    import threading
-
-    stop = threading.Event()
-
-    def progress(events):
-        if events >= stop_after["n"]:
-            stop.set()
-
-    prof.enable()
-    proc.run(stop_event=stop, max_idle_s=2.0, progress=progress)
-    prof.disable()
-    stats = pstats.Stats(prof).stats
-    totals = dict.fromkeys([c for c, _ in CATEGORIES] + ["other (stdlib)"], 0.0)
-    for (filename, _, func), (_, _, tottime, _, _) in stats.items():
-        where = filename if filename != "~" else func
-        for cat, needles in CATEGORIES:
-            if any(s in where for s in needles):
-                totals[cat] += tottime
-                break
-        else:
-            totals["other (stdlib)"] += tottime
-    events = proc.state.counts["events"]
-    return [(c, 1e6 * t / events) for c, t in totals.items()]
+    best: dict = {}
+    for r in range(rounds):
+        for name, consume, produce in KAFKA_VARIANTS:
+            config = ProcessorConfig.build(
+                bootstrap_servers=bootstrap, group_id=f"{topics['group']}-split-{r}",
+                events_topic=topics["events"], labels_topic=topics["labels"],
+                predictions_topic=f"{topics['predictions']}-split-{r}",
+                dead_letter_topic=topics["dead"], mode="sva", model="logreg",
+                metrics_file="none",
+            )  # fmt: skip
+            proc = Processor(config)
+            if not consume:
+                proc._make_consumer = lambda: MemoryConsumer(topics, n)
+            if not produce:
+                proc._send = lambda topic, key, value: None
+            proc.state.clf.predict_interval_one({"x0": 0.0})  # load the numba kernels first
+            wall, cpu, main = time.monotonic(), time.process_time(), time.thread_time()
+            proc.run(max_idle_s=0.5)
+            wall = time.monotonic() - wall - 0.5
+            cpu, main = time.process_time() - cpu, time.thread_time() - main
+            assert proc.state.counts["events"] == n, proc.state.counts
+            row = (n / wall, 1e6 * main / n, 1e6 * cpu / n)
+            if name not in best or row[2] < best[name][2]:
+                best[name] = row
+    return best
 
 
 def make_records(n: int, seed: int = 1):
@@ -231,7 +288,18 @@ def logic_split(n: int) -> list[tuple[str, float]]:
             proc._on_label(lab)
 
     all_records(0, warm)
-    total = timed(lambda: all_records(warm, warm + n))
+    import gc
+
+    from streamcal.stream.processor import _GC_GEN0
+
+    gc.freeze()  # the GC settings Processor.run uses
+    threshold = gc.get_threshold()
+    gc.set_threshold(_GC_GEN0, *threshold[1:])
+    try:
+        total = timed(lambda: all_records(warm, warm + n))
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
     fields = Fields()
     decoded = [(decode_event(e.value, fields), decode_label(lb.value, fields))
@@ -306,7 +374,7 @@ def main() -> None:
             print(f"bare loop: {bare[-1][0]:,.0f} events/s", flush=True)
             sc.append(run_streamcal(bs, topics, n, every))
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
-        split = profile_split(bs, topics, n_prof)
+        split = kafka_split(bs, topics, n_prof)
     logic = logic_split(n_prof)
     # Best of the repeats: background load only ever slows a run down.
     bare_rate, bare_cpu = max(r for r, _ in bare), min(c for _, c in bare)
@@ -328,11 +396,17 @@ def main() -> None:
     for part, us in logic:
         print(f"  {part:42s} {us:8.1f} µs")
     print()
-    total = sum(us for _, us in split)
-    print(f"CPU per event by part (cProfile, {n_prof:,} events; profiler overhead included)")
-    for cat, us in split:
-        print(f"  {cat:30s} {us:8.1f} µs  {100 * us / total:5.1f}%")
-    print(f"  {'total':30s} {total:8.1f} µs")
+    print(f"The processor in process, {n_prof:,} events, with and without each Kafka client "
+          "(no profiler; best of 2 alternating rounds)")  # fmt: skip
+    print(f"  {'':36s} {'events/s':>9s} {'main-thread µs':>15s} {'process µs':>11s}")
+    for name, (rate, main, cpu) in split.items():
+        print(f"  {name:36s} {rate:9,.0f} {main:15.1f} {cpu:11.1f}")
+    full, noprod, nocons, neither = (split[v[0]] for v in KAFKA_VARIANTS)
+    print("  CPU µs/event by part (differences of the rows above):")
+    print(f"    Kafka consumer (main thread)         {noprod[1] - neither[1]:7.1f}")
+    print(f"    Kafka producer (main thread)         {full[1] - noprod[1]:7.1f}")
+    print(f"    Kafka I/O threads                    {full[2] - full[1]:7.1f}")
+    print(f"    processor without Kafka (main)       {neither[1]:7.1f}  (split above)")
 
 
 if __name__ == "__main__":
