@@ -91,22 +91,32 @@ class OrderedMerge:
                     self._waiting.clear()
                     self.stalls += 1
             if not self._waiting and self._heap:
-                self._wait_started = None
-                *_, tp = heapq.heappop(self._heap)
-                buf = self._bufs[tp]
-                rec = buf.popleft()
-                if buf:
-                    self._push_head(tp)
-                else:
-                    self._waiting.add(tp)
-                    if self._caught_up(tp):
-                        self._waiting.discard(tp)
-                return self._rank[tp], rec
+                return self._release()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             # Short polls while a lagging partition holds the others back; longer when idle.
             self._poll(min(remaining, 0.05 if self._heap else 0.2))
+
+    def ready(self):
+        """The next ``(rank, record)`` if it can be released without polling, else None
+        (same order as ``next``: a cheap way to drain what is buffered)."""
+        if self._waiting or not self._heap:
+            return None
+        return self._release()
+
+    def _release(self):
+        self._wait_started = None
+        *_, tp = heapq.heappop(self._heap)
+        buf = self._bufs[tp]
+        rec = buf.popleft()
+        if buf:
+            self._push_head(tp)
+        else:
+            self._waiting.add(tp)
+            if self._caught_up(tp):
+                self._waiting.discard(tp)
+        return self._rank[tp], rec
 
     def caught_up(self) -> bool:
         """True when nothing is buffered and every partition has reached its highwater mark

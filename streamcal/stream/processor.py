@@ -39,6 +39,7 @@ log = logging.getLogger("streamcal.stream")
 
 _EVENT, _LABEL = 0, 1  # topic ranks: at equal timestamps an event goes before a label
 _FLUSH_EVERY = 50_000  # outputs kept for re-sending before a flush is forced
+_BURST = 256  # records handled between two looks at the clock, flags and timers
 _GC_GEN0 = 50_000  # gen-0 threshold while running (CPython's default is 700)
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states.
@@ -488,26 +489,35 @@ class Processor:
             on_event, on_label = self._on_event, self._on_label
             last_record_at = time.monotonic()
             n = 0
+            ready = merge.ready
             while not stop_event.is_set():
                 item = merge.next(0.2)
-                now = time.monotonic()
                 if item is not None:
-                    rank, rec = item
-                    if rank == _EVENT:
-                        on_event(rec)
-                    else:
-                        on_label(rec)
-                    offsets[(rec.topic, rec.partition)] = rec.offset + 1
+                    # Then whatever is already releasable, in the same order, without the
+                    # checks below (timers, flags) per record: they run every _BURST.
+                    burst = 0
+                    while item is not None:
+                        rank, rec = item
+                        if rank == _EVENT:
+                            on_event(rec)
+                        else:
+                            on_label(rec)
+                        offsets[(rec.topic, rec.partition)] = rec.offset + 1
+                        n += 1
+                        if progress is not None and n % 1000 == 0:
+                            progress(st.counts["events"])
+                        burst += 1
+                        item = ready() if burst < _BURST else None
                     self._dirty = True
-                    last_record_at = now
-                    n += 1
-                    if progress is not None and n % 1000 == 0:
-                        progress(st.counts["events"])
-                elif max_idle_s is not None and now - last_record_at >= max_idle_s:
+                    now = last_record_at = time.monotonic()
+                else:
+                    now = time.monotonic()
                     # Idle means caught up; before that (start-up, a backlog still being
                     # fetched) wait longer, but not forever (a broker that went away).
-                    if merge.caught_up() or now - last_record_at >= max(60.0, 10 * max_idle_s):
-                        break
+                    idle = now - last_record_at
+                    if max_idle_s is not None and idle >= max_idle_s:
+                        if merge.caught_up() or idle >= max(60.0, 10 * max_idle_s):
+                            break
                 self.merge_stalls = merge.stalls
                 if self._send_failed:  # e.g. the broker restarted: recreate the producer now
                     self._flush()
