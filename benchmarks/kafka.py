@@ -29,6 +29,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -227,12 +228,16 @@ def kafka_split(bootstrap, topics, n, rounds: int = 2) -> dict:
             if not produce:
                 proc._send = lambda topic, key, value: None
             proc.state.clf.predict_interval_one({"x0": 0.0})  # load the numba kernels first
+            stop = threading.Event()
+            # The topics may hold more than n events: stop after n (checked every 1000 records).
+            progress = lambda events, stop=stop: events >= n and stop.set()  # noqa: E731
             wall, cpu, main = time.monotonic(), time.process_time(), time.thread_time()
-            proc.run(max_idle_s=0.5)
-            wall = time.monotonic() - wall - 0.5
+            proc.run(stop_event=stop, max_idle_s=0.5, progress=progress)
+            wall = time.monotonic() - wall - (0.0 if stop.is_set() else 0.5)
             cpu, main = time.process_time() - cpu, time.thread_time() - main
-            assert proc.state.counts["events"] == n, proc.state.counts
-            row = (n / wall, 1e6 * main / n, 1e6 * cpu / n)
+            events = proc.state.counts["events"]
+            assert events >= n, proc.state.counts
+            row = (events / wall, 1e6 * main / events, 1e6 * cpu / events)
             if name not in best or row[2] < best[name][2]:
                 best[name] = row
     return best
