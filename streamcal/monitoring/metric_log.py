@@ -28,7 +28,7 @@ from numbers import Real
 
 import orjson
 
-from streamcal.monitoring.tracker import CalibrationTracker
+from streamcal.monitoring.tracker import SNAPSHOT_KEYS, CalibrationTracker
 
 __all__ = [
     "PREDICTION_FIELDS",
@@ -41,25 +41,9 @@ __all__ = [
 ]
 
 PREDICTION_FIELDS = ("p0", "p1", "label")
-# A metric-log line must carry the tracker's contract keys (numbers, or null if undefined).
-METRIC_LOG_KEYS = (
-    "labels",
-    "log_loss",
-    "recent_log_loss",
-    "square_loss",
-    "recent_square_loss",
-    "raw_log_loss",
-    "recent_raw_log_loss",
-    "raw_square_loss",
-    "recent_raw_square_loss",
-    "mean_width",
-    "recent_mean_width",
-    "ece",
-    "raw_ece",
-    "mean_p0",
-    "frequency",
-    "mean_p1",
-)
+# A metric-log line must carry the tracker's snapshot keys (numbers, or null if undefined);
+# ``raw_labels`` came later than the contract, so older logs may lack it.
+METRIC_LOG_KEYS = tuple(k for k in SNAPSHOT_KEYS if k != "raw_labels")
 # The processor's own fields: optional here, numbers or null when present.
 STREAM_KEYS = (
     "ts",
