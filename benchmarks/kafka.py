@@ -12,7 +12,10 @@ max_poll_records; fetch_max_wait_ms 100), the same topics and the same partition
 seconds per event come from the child processes' rusage. The CPU split per event comes
 from in-process runs of the processor with and without each Kafka client (no profiler:
 cProfile's wall-clock timer charges GIL waits to the Kafka client) and from the
-processor's parts timed without Kafka.
+processor's parts timed without Kafka. A control run, the bare loop plus --busy-us of
+pure CPU work per event (about the processor's own work), shows what the same Kafka
+client costs at the processor's rate: slower loops mean smaller producer batches, more
+requests and more GIL hand-offs to kafka-python's I/O thread per event.
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
@@ -45,8 +48,8 @@ T0 = 1_700_000_000_000
 BARE_LOOP = r"""
 import sys, time
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-bootstrap, events, labels, out, n, linger_ms, poll_records = sys.argv[1:8]
-n = int(n)
+bootstrap, events, labels, out, n, linger_ms, poll_records, busy_us = sys.argv[1:9]
+n, busy = int(n), float(busy_us) / 1e6
 consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                          auto_offset_reset="earliest", max_poll_records=int(poll_records),
                          fetch_max_wait_ms=100)
@@ -69,6 +72,10 @@ while seen[events] < n or seen[labels] < n:  # all events and all labels, like t
             first = time.monotonic()
         if tp.topic == events:
             for r in recs:
+                if busy:  # stand-in for a processor's own work: CPU only, no allocations
+                    t = time.thread_time()
+                    while time.thread_time() - t < busy:
+                        pass
                 producer.send(out, key=r.key, value=r.value)
         seen[tp.topic] += len(recs)
 producer.flush()
@@ -129,14 +136,15 @@ def run_streamcal(bootstrap, topics, n, every) -> tuple[float, float, dict]:
     return rate, cpu / n, lines[-1]
 
 
-def run_bare(bootstrap, topics, n) -> tuple[float, float]:
+def run_bare(bootstrap, topics, n, busy_us: float = 0.0) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     from streamcal.stream.config import ProcessorConfig
 
     defaults = ProcessorConfig()  # the processor's own client settings, for a like-for-like loop
     out = subprocess.run(
         [sys.executable, "-c", BARE_LOOP, bootstrap, topics["events"], topics["labels"],
-         topics["bare_out"], str(n), str(defaults.linger_ms), str(defaults.poll_max_records)],
+         topics["bare_out"], str(n), str(defaults.linger_ms), str(defaults.poll_max_records),
+         str(busy_us)],
         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
     )  # fmt: skip
     return float(out.stdout.strip()), child_cpu(before) / n
@@ -353,6 +361,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20k events")
     ap.add_argument("--profile-events", type=int, default=None, help="events in the profile run")
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs of each (best kept)")
+    ap.add_argument(
+        "--busy-us",
+        type=float,
+        default=50.0,
+        help="CPU µs per event of the control loop: the bare loop plus this much busy work "
+        "(about the processor's own work without Kafka; 0: no control run)",
+    )
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -370,13 +385,17 @@ def main() -> None:
         produce_input(bs, topics["events"], topics["labels"], n)
         print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
 
-        bare, sc = [], []
+        bare, sc, busy = [], [], []
         for rep in range(args.repeat):  # alternate, so both see the same background load
             topics["bare_out"] = f"bench-{tag}.bare-out-{rep}"
             topics["predictions"] = f"bench-{tag}.predictions-{rep}"
             topics["group"] = f"bench-{tag}-{rep}"
             bare.append(run_bare(bs, topics, n))
             print(f"bare loop: {bare[-1][0]:,.0f} events/s", flush=True)
+            if args.busy_us:
+                topics["bare_out"] = f"bench-{tag}.busy-out-{rep}"
+                busy.append(run_bare(bs, topics, n, args.busy_us))
+                print(f"bare loop + busy work: {busy[-1][0]:,.0f} events/s", flush=True)
             sc.append(run_streamcal(bs, topics, n, every))
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
         # Its own topics of n_prof events: a consumer stopped early on bigger topics would
@@ -395,9 +414,16 @@ def main() -> None:
           f" best of {args.repeat} alternating runs")  # fmt: skip
     print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
     print(f"{'bare kafka-python loop':28s} {bare_rate:10,.0f} {1e6 * bare_cpu:13,.0f}")
+    if busy:
+        busy_rate, busy_cpu = max(r for r, _ in busy), min(c for _, c in busy)
+        label = f"bare + {args.busy_us:g} µs busy/event"
+        print(f"{label:28s} {busy_rate:10,.0f} {1e6 * busy_cpu:13,.0f}")
     print(f"{'streamcal run':28s} {sc_rate:10,.0f} {1e6 * sc_cpu:13,.0f}")
     print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
+    if busy:
+        print(f"ratio streamcal / (bare + busy work): {sc_rate / busy_rate:.2f} events/s; "
+              f"(bare + busy) / bare: {busy_rate / bare_rate:.2f}")  # fmt: skip
     print(f"final: events={final['events']} labels={final['labels']} "
           f"log_loss={final['log_loss']:.4f} raw_log_loss={final['raw_log_loss']:.4f}")  # fmt: skip
     print()
