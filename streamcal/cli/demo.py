@@ -376,22 +376,6 @@ def metric_text(line: dict) -> str:
     )
 
 
-def band_check(line: dict, z: float = 2.0) -> str | None:
-    """Corollary 1 on the joined labels: mean p0 <= frequency of 1s <= mean p1, allowing
-    ``z`` standard errors of the frequency. Returns "holds", "violated" or None.
-
-    >>> band_check({"labels": 1000, "mean_p0": 0.40, "frequency": 0.42, "mean_p1": 0.43})
-    'holds'
-    >>> band_check({"labels": 1000, "mean_p0": 0.50, "frequency": 0.42, "mean_p1": 0.53})
-    'violated'
-    """
-    n, lo, f, hi = (line.get(k) for k in ("labels", "mean_p0", "frequency", "mean_p1"))
-    if not n or lo is None or f is None or hi is None:
-        return None
-    se = math.sqrt(max(f * (1 - f), 1e-12) / n)
-    return "holds" if lo - z * se <= f <= hi + z * se else "violated"
-
-
 def summary_table(line: dict) -> str:
     """The raw model against Venn-Abers, from a final metric line.
 
@@ -418,16 +402,14 @@ def summary_table(line: dict) -> str:
 
 
 def _print_summary(args, line: dict, counts, elapsed: float, topics: dict) -> None:
+    from streamcal.monitoring.report import corollary1_verdict
+
     missing = counts["event"] - counts["label"]
     print()
     print(f"summary: {args.dataset}, model {args.model}, {line.get('labels')} labelled events")
     print(summary_table(line))
-    verdict = band_check(line)
-    note = {
-        "holds": "holds",
-        "violated": "VIOLATED beyond 2 standard errors",
-        None: "undefined (no labels)",
-    }[verdict]
+    # The report's verdict, so that the summary and the report never disagree.
+    note = corollary1_verdict(line)
     if args.dataset == "drift":
         note += " (the drift stream is not exchangeable: no guarantee)"
     print(
