@@ -173,16 +173,16 @@ def test_scalar_merges_equal_the_cores_bit_for_bit():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from streamcal.core import MERGES
-    from streamcal.learner.classifier import _MERGES
+    from streamcal.core import MERGES, SCALAR_MERGES
 
     unit = st.floats(0.0, 1.0)
 
     @given(unit, unit)
     def check(a, b):
         p0, p1 = min(a, b), max(a, b)
+        assert SCALAR_MERGES.keys() == MERGES.keys()
         for name, merge in MERGES.items():
-            assert _MERGES[name](p0, p1) == merge(p0, p1)
+            assert SCALAR_MERGES[name](p0, p1) == merge(p0, p1)
 
     check()
 

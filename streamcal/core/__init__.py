@@ -8,12 +8,13 @@ from streamcal.core.isotonic import (
     isotonic_calibrator,
     venn_abers_bruteforce,
 )
-from streamcal.core.merge import MERGES, merge_log, merge_mean, merge_square
+from streamcal.core.merge import MERGES, SCALAR_MERGES, merge_log, merge_mean, merge_square
 from streamcal.core.store import ScoreStore
 
 __all__ = [
     "IsotonicCalibrator",
     "MERGES",
+    "SCALAR_MERGES",
     "ScoreStore",
     "dir_predict",
     "group_ties",

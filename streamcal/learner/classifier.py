@@ -7,7 +7,7 @@ from numbers import Integral
 
 from river import base
 
-from streamcal.core import MERGES
+from streamcal.core import MERGES, SCALAR_MERGES
 from streamcal.core._validate import check_label
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.pretrained import PretrainedVennAbers
@@ -17,15 +17,6 @@ from streamcal.learner.va import VennAbers
 __all__ = ["VennAbersClassifier", "MODES"]
 
 MODES = ("pretrained", "sva", "va")
-
-# The core's merges on Python floats: the same operations in the same order, hence the same
-# results, without numpy's per-call overhead (a few µs, on every prediction).
-_MERGES = {
-    "log": lambda p0, p1: p1 / (1.0 - p0 + p1),
-    "square": lambda p0, p1: p1 + p0 * p0 / 2.0 - p1 * p1 / 2.0,
-    "mean": lambda p0, p1: (p0 + p1) / 2.0,
-}
-assert _MERGES.keys() == MERGES.keys()
 
 
 def _check_window(name: str, value, allow_none: bool = False):
@@ -181,11 +172,11 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score."""
         score, p0, p1 = self._state.predict(x)
-        return VennAbersInterval(p0, p1, _MERGES[self.merge](p0, p1), score)
+        return VennAbersInterval(p0, p1, SCALAR_MERGES[self.merge](p0, p1), score)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
         _, p0, p1 = self._state.predict(x)
-        p = _MERGES[self.merge](p0, p1)
+        p = SCALAR_MERGES[self.merge](p0, p1)
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict, **kwargs) -> bool:

@@ -24,13 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamcal.core.merge import MERGES
+
 __all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
 
 ENV_PREFIX = "STREAMCAL_"
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
-_MERGES = ("log", "square", "mean")
+_MERGES = tuple(MERGES)
 
 
 def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):

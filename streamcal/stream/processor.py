@@ -26,12 +26,15 @@ import time
 import orjson
 
 import streamcal
+from streamcal.core.merge import SCALAR_MERGES
 from streamcal.stream.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.models import make_model
 from streamcal.stream.pending import RecentIds, WaitingRoom
+
+_merge_square = SCALAR_MERGES["square"]
 
 __all__ = ["Processor", "ProcessorState", "CheckpointError"]
 
@@ -286,7 +289,7 @@ class Processor:
             "p0": p0,
             "p1": p1,
             "p": p,
-            "p_square": p1 + 0.5 * (p0 * p0 - p1 * p1),
+            "p_square": _merge_square(p0, p1),
             "score": score,
             "calibration_size": st.clf.calibration_size,
             "version": self._version,
