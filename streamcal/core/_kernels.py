@@ -230,6 +230,54 @@ def _grow(a, n):
     return b
 
 
+@njit(cache=True, inline="always")
+def _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n):
+    cx[n] = bx + CC[cid, 0, j]
+    cy[n] = by + CC[cid, 1, j]
+    if want_scores:
+        ct[n] = T[cid, j - 1]
+
+
+@njit(cache=True)
+def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, cx, cy, ct, fill, n):
+    """Count or write the candidates among points jlo..jhi of chunk cid; returns the new n.
+
+    A point strictly between two chunk-hull vertices that are both in the range lies on
+    or above the segment joining them, so it is on the lower hull of no superset of the
+    range: only the points before the first vertex in the range, the vertices in it and
+    the points after the last one can be tangent points. With a kept hull (often 20-40
+    vertices for 256 groups) that skips most of a partial chunk.
+    """
+    nh = CM[cid, 1]
+    ua = 0
+    while ua < nh and HV[cid, 2, ua] < jlo:
+        ua += 1
+    ub = ua
+    while ub < nh and HV[cid, 2, ub] <= jhi:
+        ub += 1
+    if ub == ua:  # no vertex in the range (or no hull kept): every point
+        if fill:
+            for j in range(jlo, jhi + 1):
+                _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
+                n += 1
+            return n
+        return n + max(jhi - jlo + 1, 0)
+    ja = HV[cid, 2, ua]
+    jb = HV[cid, 2, ub - 1]
+    if not fill:
+        return n + (ja - jlo) + (ub - ua) + (jhi - jb)
+    for j in range(jlo, ja):
+        _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
+        n += 1
+    for u in range(ua, ub):
+        _emit(T, CC, cid, HV[cid, 2, u], bx, by, want_scores, cx, cy, ct, n)
+        n += 1
+    for j in range(jb + 1, jhi + 1):
+        _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
+        n += 1
+    return n
+
+
 @njit(cache=True)
 def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
     """Count (fill=False) or write (fill=True) the candidates of ``_candidates``.
@@ -301,15 +349,7 @@ def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
             bx += HV[cid, 0, nc]
             by += HV[cid, 1, nc]
         else:
-            if fill:
-                for j in range(jlo, jhi + 1):
-                    cx[n] = bx + CC[cid, 0, j]
-                    cy[n] = by + CC[cid, 1, j]
-                    if want_scores:
-                        ct[n] = T[cid, j - 1]
-                    n += 1
-            else:
-                n += max(jhi - jlo + 1, 0)
+            n = _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, cx, cy, ct, fill, n)
             if pos == pe:
                 break
             bx += CC[cid, 0, L]
