@@ -4,20 +4,21 @@ One ``update(p0, p1, y, score)`` per labelled prediction. The stream processor k
 per model and writes ``snapshot()`` to its metric log, so the numbers a user computes in
 Python and the numbers an operator sees are produced by the same code.
 
-Means are river's ``stats.Mean``, windows ``river.utils.Rolling``. The per-update loss
-terms are river's too in value: the log-loss term is ``metrics.LogLoss``'s (same clamp),
-square loss is ``metrics.MSE`` on 0/1 labels (the Brier score); the tests check both
-against river. They are computed once per update and fed to the means, and everything a
-window keeps moves through one ``Rolling`` (which stores the loss values, so leaving the
-window costs no logarithm): wrapping ``metrics.LogLoss`` itself in ``Rolling`` cost about
-3x more per update, and the tracker runs for every label in the stream processor.
+Means are river's ``stats.Mean`` in value (the same float operations, inlined), windows
+revert them as ``river.utils.Rolling`` does. The per-update loss terms are river's too in
+value: the log-loss term is ``metrics.LogLoss``'s (same clamp), square loss is
+``metrics.MSE`` on 0/1 labels (the Brier score); the tests check both against river.
+They are computed once per update and fed to the means, and the window stores the terms
+themselves, so leaving it costs no logarithm. The tracker runs for every label in the
+stream processor: wrapping ``metrics.LogLoss`` in ``Rolling`` cost about 3x more per
+update than river's ``Mean`` objects fed with the terms, which in turn cost about 3x more
+than the inlined means here.
 """
 
 from __future__ import annotations
 
 import math
-
-from river import stats, utils
+from collections import deque
 
 from streamcal.core._validate import check_label
 from streamcal.monitoring.reliability import ReliabilityBins
@@ -48,40 +49,66 @@ SNAPSHOT_KEYS = (
 # river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
 _EPS = 1e-15
 
-class _Means:
-    """Running means of the per-update terms (rollable by ``river.utils.Rolling``).
 
-    Raw-score terms are None for updates without a score and then skipped. A window
-    stores the terms themselves, so leaving it costs no logarithm.
+class _Means:
+    """Running means of the per-update terms, computed exactly as ``river.stats.Mean`` does.
+
+    The same floating-point operations in the same order as one ``stats.Mean`` per term
+    (so the values are bit-equal), but in one object with one shared count: the tracker
+    runs for every label in the stream processor, and five ``Mean`` objects wrapped in a
+    ``Rolling`` cost several times more per update. Raw-score terms are None for updates
+    without a score and then skipped (they have their own count).
+
+    >>> m = _Means()
+    >>> m.update(1.0, 2.0, 3.0, None, None)
+    >>> m.update(3.0, 2.0, 1.0, 0.5, 0.25)
+    >>> m.get("log"), m.get("raw_log")
+    (2.0, 0.5)
+    >>> m.revert(1.0, 2.0, 3.0, None, None)
+    >>> m.get("width"), m.n
+    (1.0, 1)
     """
 
+    __slots__ = ("n", "log", "square", "width", "n_raw", "raw_log", "raw_square")
+
     def __init__(self):
-        self.log = stats.Mean()
-        self.square = stats.Mean()
-        self.width = stats.Mean()
-        self.raw_log = stats.Mean()
-        self.raw_square = stats.Mean()
+        self.n = self.n_raw = 0
+        self.log = self.square = self.width = self.raw_log = self.raw_square = 0.0
 
     def update(self, log, square, width, raw_log, raw_square):
-        self.log.update(log)
-        self.square.update(square)
-        self.width.update(width)
+        self.n = n = self.n + 1
+        k = 1.0 / n  # stats.Mean: mean += (w / n) * (x - mean), w = 1.0
+        self.log += k * (log - self.log)
+        self.square += k * (square - self.square)
+        self.width += k * (width - self.width)
         if raw_log is not None:
-            self.raw_log.update(raw_log)
-            self.raw_square.update(raw_square)
+            self.n_raw = n = self.n_raw + 1
+            k = 1.0 / n
+            self.raw_log += k * (raw_log - self.raw_log)
+            self.raw_square += k * (raw_square - self.raw_square)
 
     def revert(self, log, square, width, raw_log, raw_square):
-        self.log.revert(log)
-        self.square.revert(square)
-        self.width.revert(width)
+        self.n = n = self.n - 1
+        if n == 0:  # stats.Mean.revert resets to 0.0 when empty
+            self.log = self.square = self.width = 0.0
+        else:
+            k = 1.0 / n
+            self.log -= k * (log - self.log)
+            self.square -= k * (square - self.square)
+            self.width -= k * (width - self.width)
         if raw_log is not None:
-            self.raw_log.revert(raw_log)
-            self.raw_square.revert(raw_square)
+            self.n_raw = n = self.n_raw - 1
+            if n == 0:
+                self.raw_log = self.raw_square = 0.0
+            else:
+                k = 1.0 / n
+                self.raw_log -= k * (raw_log - self.raw_log)
+                self.raw_square -= k * (raw_square - self.raw_square)
 
     def get(self, name):
         """The mean of one term, None before its first value."""
-        m = getattr(self, name)
-        return m.get() if m.n else None
+        n = self.n_raw if name.startswith("raw") else self.n
+        return getattr(self, name) if n else None
 
 
 def _log_loss(y, q):
@@ -140,9 +167,9 @@ class CalibrationTracker:
         self.ones = 0
         self.raw_labels = 0
         self._all = _Means()
-        self._recent = utils.Rolling(_Means, window_size=window)
-        self._p0 = stats.Mean()
-        self._p1 = stats.Mean()
+        self._recent = _Means()  # over the terms in _window, reverted as they leave it
+        self._window: deque = deque()  # per-update terms, oldest first
+        self._p0 = self._p1 = 0.0  # means of p0 and p1 over the ``labels`` updates
         self._rel = ReliabilityBins(bins)
         self._raw_rel = ReliabilityBins(bins)
 
@@ -177,12 +204,18 @@ class CalibrationTracker:
             raw_log, raw_square = _log_loss(y, score), (y - score) * (y - score)
             self.raw_labels += 1
             self._raw_rel.update(score, y)
-        self.labels += 1
+        self.labels = n = self.labels + 1
         self.ones += y
-        self._all.update(log, square, width, raw_log, raw_square)
-        self._recent.update(log, square, width, raw_log, raw_square)
-        self._p0.update(p0)
-        self._p1.update(p1)
+        terms = (log, square, width, raw_log, raw_square)
+        self._all.update(*terms)
+        window = self._window
+        if len(window) == self.window:  # as river's Rolling: revert the oldest, then add
+            self._recent.revert(*window.popleft())
+        self._recent.update(*terms)
+        window.append(terms)
+        k = 1.0 / n  # as river's stats.Mean
+        self._p0 += k * (p0 - self._p0)
+        self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
 
     def reliability(self, which: str = "p") -> list[dict]:
@@ -204,7 +237,7 @@ class CalibrationTracker:
         a metric log alone can draw reliability diagrams.
         """
         n = self.labels
-        a, w = self._all, self._recent.obj
+        a, w = self._all, self._recent
         out = {
             "labels": n,
             "raw_labels": self.raw_labels,
@@ -220,9 +253,9 @@ class CalibrationTracker:
             "recent_mean_width": w.get("width"),
             "ece": self._rel.ece(),
             "raw_ece": self._raw_rel.ece(),
-            "mean_p0": self._p0.get() if n else None,
+            "mean_p0": self._p0 if n else None,
             "frequency": self.ones / n if n else None,
-            "mean_p1": self._p1.get() if n else None,
+            "mean_p1": self._p1 if n else None,
         }
         if reliability:
             out["reliability"] = self._rel.table()
