@@ -155,6 +155,12 @@ class ProcessorConfig:
     # --- throughput ---
     poll_max_records: int = _opt(2000, "records per consumer poll", "kafka")
     linger_ms: int = _opt(5, "producer linger (ms)", "kafka")
+    producer_process: bool = _opt(
+        True,
+        "produce outputs from a child process that owns the Kafka producer (a second CPU "
+        "core does kafka-python's per-record work); off: from the processor's own thread",
+        "kafka",
+    )
 
     # ------------------------------------------------------------------
     @classmethod

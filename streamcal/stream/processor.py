@@ -33,6 +33,7 @@ from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.models import make_model
 from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.sink import Outbox, ProducerProcess
 
 _merge_square = SCALAR_MERGES["square"]
 
@@ -41,7 +42,6 @@ __all__ = ["Processor", "ProcessorState", "CheckpointError"]
 log = logging.getLogger("streamcal.stream")
 
 _EVENT, _LABEL = 0, 1  # topic ranks: at equal timestamps an event goes before a label
-_FLUSH_EVERY = 50_000  # outputs kept for re-sending before a flush is forced
 _BURST = 256  # records handled between two looks at the clock, flags and timers
 _GC_GEN0 = 50_000  # gen-0 threshold while running (CPython's default is 700)
 
@@ -122,10 +122,8 @@ class Processor:
             except ImportError as exc:
                 raise ValueError(f"metrics_port: Prometheus exporter unavailable: {exc}") from None
             self._exporter_cls = PrometheusExporter
-        self._producer = None
+        self._out = None  # Outbox or ProducerProcess, while running
         self._consumer = None
-        self._outbox: list = []  # (topic, key, value, future) sent since the last flush
-        self._send_failed = False  # set by a failed send: flush (and recreate) soon
         self.merge_stalls = 0
 
     def _check_fingerprint(self, state) -> None:
@@ -140,15 +138,14 @@ class Processor:
                 )
 
     # ------------------------------------------------------------------ Kafka clients
-    def _make_producer(self):
-        from kafka import KafkaProducer
-
-        return KafkaProducer(
+    def _make_outbox(self):
+        settings = {
             **self.config.kafka_client_settings(),
-            enable_idempotence=True,
-            linger_ms=self.config.linger_ms,
-            batch_size=256 * 1024,
-        )
+            "enable_idempotence": True,
+            "linger_ms": self.config.linger_ms,
+            "batch_size": 256 * 1024,
+        }
+        return ProducerProcess(settings) if self.config.producer_process else Outbox(settings)
 
     def _make_consumer(self):
         from kafka import KafkaConsumer
@@ -180,59 +177,7 @@ class Processor:
         return out
 
     def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        try:
-            fut = self._producer.send(topic, key=key, value=value)
-        except Exception as exc:  # a producer in a fatal state refuses new sends
-            log.warning("send to %s failed (%r); recreating the producer", topic, exc)
-            fut = None
-        else:
-            fut.add_errback(self._on_send_error)
-        self._outbox.append((topic, key, value, fut))
-        if fut is None or len(self._outbox) >= _FLUSH_EVERY:
-            self._flush()
-
-    def _on_send_error(self, exc) -> None:
-        # Runs in the producer's I/O thread: only raise a flag for the main loop.
-        self._send_failed = True
-
-    def _flush(self, attempts: int = 10) -> None:
-        """Wait until every output sent so far is acknowledged; recreate the producer and
-        re-send what failed (an idempotent producer is unusable after a fatal error, e.g.
-        once the broker restarted). Raises if outputs still cannot be delivered."""
-        from kafka.errors import KafkaError
-
-        for attempt in range(attempts):
-            try:
-                self._producer.flush(timeout=30)
-            except KafkaError as exc:
-                log.warning("producer flush failed: %r", exc)
-            failed = [o for o in self._outbox if o[3] is None or not o[3].is_done or o[3].failed()]
-            if not failed:
-                self._outbox.clear()
-                self._send_failed = False
-                return
-            log.warning(
-                "%d outputs not delivered (attempt %d); recreating the producer",
-                len(failed),
-                attempt + 1,
-            )
-            try:
-                self._producer.close(timeout=0)
-            except Exception:  # noqa: BLE001 - the old producer is beyond use anyway
-                pass
-            time.sleep(min(5.0, 0.2 * 2**attempt))
-            try:
-                self._producer = self._make_producer()
-            except KafkaError as exc:
-                log.warning("cannot create a producer: %r", exc)
-                self._outbox = failed
-                continue
-            self._outbox = []
-            for t, k, v, _ in failed:
-                fut = self._producer.send(t, key=k, value=v)
-                fut.add_errback(self._on_send_error)
-                self._outbox.append((t, k, v, fut))
-        raise RuntimeError("outputs could not be delivered; stopping without a checkpoint")
+        self._out.send(topic, key, value)
 
     # ------------------------------------------------------------------ per record
     def _dead(self, rec, reason: str, value=None) -> None:
@@ -415,7 +360,7 @@ class Processor:
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self) -> None:
         """Flush outputs, write the state (with the offsets it corresponds to), commit."""
-        self._flush()
+        self._out.flush()
         if self._checkpoints is not None:
             self._checkpoints.save(self.state)
         self._commit()
@@ -468,18 +413,20 @@ class Processor:
         self._dirty = False
         stop_event = stop_event or threading.Event()
 
-        self._producer = self._make_producer()
-        self._consumer = consumer = self._make_consumer()
         # The cyclic GC is costly here: kafka-python allocates many container objects per
         # record, so gen-0 passes are frequent, and gen-2 passes walk the model and the
-        # outbox. Freeze what exists now (never garbage) and collect young objects less
-        # often while running; both undone on return (gc settings are process-wide).
-        # Measured: -5% CPU per event for `streamcal run`, more in a process with a bigger
-        # heap (in process with the benchmark: main thread 148-163 -> 106-126 µs/event).
+        # outbox. Freeze what exists once the clients are up (never garbage) and collect
+        # young objects less often while running; both undone on return (gc settings are
+        # process-wide). Measured: -5% CPU per event for `streamcal run`, more in a process
+        # with a bigger heap (in process with the benchmark: main thread 148-163 -> 106-126
+        # µs/event).
         gc_threshold = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(max(gc_threshold[0], _GC_GEN0), *gc_threshold[1:])
+        consumer = self._out = None
         try:
+            self._out = self._make_outbox()
+            self._consumer = consumer = self._make_consumer()
+            gc.freeze()
+            gc.set_threshold(max(gc_threshold[0], _GC_GEN0), *gc_threshold[1:])
             tps = self._partitions(consumer)
             consumer.assign(tps)
             for tp in tps:
@@ -514,6 +461,7 @@ class Processor:
                             progress(st.counts["events"])
                         burst += 1
                         item = ready() if burst < _BURST else None
+                    self._out.ship()
                     self._dirty = True
                     now = last_record_at = time.monotonic()
                 else:
@@ -525,8 +473,8 @@ class Processor:
                         if merge.caught_up() or idle >= max(60.0, 10 * max_idle_s):
                             break
                 self.merge_stalls = merge.stalls
-                if self._send_failed:  # e.g. the broker restarted: recreate the producer now
-                    self._flush()
+                if self._out.failed:  # e.g. the broker restarted: recreate the producer now
+                    self._out.flush()
                 if now - self._last_line_at >= cfg.metrics_interval:
                     counts = (st.counts["events"], st.counts["labels"], st.counts["dead_letters"])
                     if counts != self._last_line_counts:
@@ -543,11 +491,13 @@ class Processor:
             gc.set_threshold(*gc_threshold)
             gc.unfreeze()
             try:
-                consumer.close(autocommit=False)
+                if consumer is not None:
+                    consumer.close(autocommit=False)
             except Exception:  # noqa: BLE001
                 pass
             try:
-                self._producer.close(timeout=10)
+                if self._out is not None:
+                    self._out.close(timeout=10)
             except Exception:  # noqa: BLE001
                 pass
             if self._exporter is not None:
