@@ -8,6 +8,7 @@ Layers, each importing only those below it: ``core`` (exact algorithms), ``learn
 (river), ``monitoring`` (losses, calibration), ``stream`` (Kafka), ``cli``.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 try:
@@ -15,25 +16,43 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-# --- core ---
-from streamcal.core import (  # noqa: E402
-    MERGES,
-    IsotonicCalibrator,
-    ScoreStore,
-    dir_predict,
-    isotonic_calibrator,
-    merge_log,
-    merge_mean,
-    merge_square,
-    venn_abers,
-    venn_abers_bruteforce,
-)
+# The public names, loaded on first use (PEP 562): ``import streamcal`` stays cheap for
+# processes that need one corner of it (the CLI's help, the producer process), while
+# ``from streamcal import VennAbersClassifier`` works as usual.
+_PUBLIC = {
+    # --- core ---
+    "IsotonicCalibrator": "streamcal.core",
+    "MERGES": "streamcal.core",
+    "ScoreStore": "streamcal.core",
+    "dir_predict": "streamcal.core",
+    "isotonic_calibrator": "streamcal.core",
+    "merge_log": "streamcal.core",
+    "merge_mean": "streamcal.core",
+    "merge_square": "streamcal.core",
+    "venn_abers": "streamcal.core",
+    "venn_abers_bruteforce": "streamcal.core",
+    # --- learner ---
+    "VennAbersClassifier": "streamcal.learner",
+    "VennAbersInterval": "streamcal.learner",
+    # --- monitoring ---
+    "CalibrationTracker": "streamcal.monitoring",
+    "PrometheusExporter": "streamcal.monitoring",
+    "write_report": "streamcal.monitoring",
+}
 
-# --- learner ---
-from streamcal.learner import VennAbersClassifier, VennAbersInterval  # noqa: E402
 
-# --- monitoring ---
-from streamcal.monitoring import CalibrationTracker, PrometheusExporter, write_report  # noqa: E402
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamcal' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "__version__",
