@@ -11,9 +11,29 @@ features arrived in.
 
 from __future__ import annotations
 
+from river import compose
+
 from streamcal.core._validate import check_score
 
-__all__ = ["canonical", "score_one", "score_sorted", "score_many"]
+__all__ = ["canonical", "ordered", "score_one", "score_sorted", "score_many", "LearnScore"]
+
+
+def _sorted_keys(x: dict) -> tuple[list, bool]:
+    """(canonical key order of ``x``, whether ``x`` is already in it)."""
+    order = tuple(x)
+    last = _last[0]  # one read: safe if threads share it
+    if order == last[0]:  # streams mostly repeat one key order: sort it once
+        return last[1], last[2]
+    try:
+        keys = sorted(x)
+    except TypeError:
+        keys = sorted(x, key=repr)
+    in_order = order == tuple(keys)
+    _last[0] = (order, keys, in_order)
+    return keys, in_order
+
+
+_last: list = [((), [], True)]  # [(key order seen last, its sorted keys, already sorted)]
 
 
 def canonical(x: dict) -> dict:
@@ -22,20 +42,21 @@ def canonical(x: dict) -> dict:
     >>> canonical({"b": 1, "a": 2})
     {'a': 2, 'b': 1}
     """
-    order = tuple(x)
-    last = _last[0]  # one read: safe if threads share it
-    if order == last[0]:  # streams mostly repeat one key order: sort it once
-        keys = last[1]
-    else:
-        try:
-            keys = sorted(x)
-        except TypeError:
-            keys = sorted(x, key=repr)
-        _last[0] = (order, keys)
-    return {k: x[k] for k in keys}
+    return {k: x[k] for k in _sorted_keys(x)[0]}
 
 
-_last: list = [((), [])]  # [(key order seen last, its sorted keys)]
+def ordered(x: dict) -> dict:
+    """``x`` itself if its features are already in canonical order, else ``canonical(x)``.
+
+    For objects that are only read (scored, learned), never kept: no copy on the common
+    path, where a stream's objects arrive in one key order, often already sorted.
+
+    >>> x = {"a": 1, "b": 2}
+    >>> ordered(x) is x, ordered({"b": 2, "a": 1})
+    (True, {'a': 1, 'b': 2})
+    """
+    keys, in_order = _sorted_keys(x)
+    return x if in_order else {k: x[k] for k in keys}
 
 
 def score_one(model, x) -> float:
@@ -45,7 +66,7 @@ def score_one(model, x) -> float:
     >>> score_one(linear_model.LogisticRegression(), {"a": 1.0})
     0.5
     """
-    return score_sorted(model, canonical(x))
+    return score_sorted(model, ordered(x))
 
 
 def score_sorted(model, x) -> float:
@@ -56,7 +77,11 @@ def score_sorted(model, x) -> float:
 
     ``x`` must already be in canonical order (``canonical(x)``).
     """
-    proba = model.predict_proba_one(x)
+    return _p_true(model.predict_proba_one(x))
+
+
+def _p_true(proba) -> float:
+    """P(True) from a ``predict_proba_one`` result (see ``score_sorted``)."""
     if not proba:
         return 0.5
     if True in proba:
@@ -79,3 +104,79 @@ def score_sorted(model, x) -> float:
 def score_many(model, xs) -> list[float]:
     """``score_sorted`` for each (canonical) object of ``xs``, in order, with the same model."""
     return [score_sorted(model, x) for x in xs]
+
+
+class LearnScore:
+    """``model.learn_one(x, y)``, then the score of ``x`` by the model that just learned it.
+
+    Equal to ``model.learn_one(x, y); score_sorted(model, x)`` (``x`` canonical), float for
+    float. For a river pipeline of unsupervised transformers ending in a classifier (such
+    as ``StandardScaler | LogisticRegression``), the transformers' output while learning
+    is reused for the score: they have learned ``x`` already and the classifier's learning
+    does not change them, so transforming ``x`` again would give the same features. This
+    follows the pipeline's own ``learn_one`` step by step (river's plan of the pipeline);
+    anything else, or a pipeline in a ``learn_during_predict`` context, goes the plain way.
+
+    >>> from river import linear_model, preprocessing
+    >>> a = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    >>> b = a.clone()
+    >>> learn_score = LearnScore(a)
+    >>> for i in range(5):
+    ...     x = {"u": float(i), "v": float(i * i)}
+    ...     s = learn_score(x, i % 2 == 0)
+    ...     b.learn_one(x, i % 2 == 0)
+    ...     assert s == score_sorted(b, x)
+    >>> round(s, 3)
+    0.503
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self._plan = None  # the pipeline plan the split was made from
+        self._split = None  # (transformers, classifier), or None: the plain way
+
+    def _current_split(self):
+        model = self.model
+        if type(model) is not compose.Pipeline or model._LEARN_UNSUPERVISED_DURING_PREDICT:
+            return None
+        plan = getattr(model, "_plan", None)
+        if plan is None or plan is not self._plan:
+            self._split = _pipeline_split(model)
+            self._plan = getattr(model, "_plan", None)
+        return self._split
+
+    def __call__(self, x: dict, y) -> float:
+        split = self._current_split()
+        if split is None:
+            self.model.learn_one(x, y)
+            return score_sorted(self.model, x)
+        transformers, last = split
+        for t in transformers:  # as Pipeline.learn_one for an unsupervised transformer
+            t.learn_one(x)
+            x = t.transform_one(x)
+        last.learn_one(x=x, y=y)
+        return _p_true(last.predict_proba_one(x))
+
+    def __getstate__(self):
+        return self.model  # the split is rebuilt from the (copied) model's own steps
+
+    def __setstate__(self, model):
+        self.__init__(model)
+
+
+def _pipeline_split(model):
+    """(transformers, classifier) if the pipeline's plan has only plain unsupervised
+    transformers before a supervised final step taking no extra arguments, else None."""
+    try:
+        plan = model._plan if model._plan is not None else model._build_plan()
+    except AttributeError:  # another river version: no plan to follow
+        return None
+    if not plan:
+        return None
+    *steps, final = plan
+    if len(final) != 4 or final[0] != "final" or final[2] is not True:
+        return None
+    for item in steps:
+        if len(item) != 4 or item[0] != "transformer" or item[2] is not False:
+            return None
+    return tuple(item[1] for item in steps), final[1]

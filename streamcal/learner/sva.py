@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 from streamcal.core import ScoreStore
-from streamcal.learner.scoring import canonical, score_many, score_one, score_sorted
+from streamcal.learner.scoring import LearnScore, canonical, ordered, score_many, score_one
 
 __all__ = ["SimplifiedVennAbers"]
 
@@ -44,6 +44,7 @@ class SimplifiedVennAbers:
         # (features or None, label, score), oldest first; unused when window is None
         self.pairs: deque = deque()
         self.n_seen = 0
+        self._learn_score = LearnScore(model)
 
     @property
     def calibration_size(self) -> int:
@@ -55,14 +56,15 @@ class SimplifiedVennAbers:
         return s, p0, p1
 
     def learn(self, x, y: int) -> None:
-        x = canonical(x)  # a copy, in the order the model always sees
-        self.model.learn_one(x, bool(y))
-        s = score_sorted(self.model, x)
+        keep = self.refresh_every and self.window is not None
+        # the order the model always sees; a copy only if the features are kept
+        x = canonical(x) if keep else ordered(x)
+        s = self._learn_score(x, bool(y))
         self.store.add(s, y)
         self.n_seen += 1
         if self.window is None:
             return
-        self.pairs.append((x if self.refresh_every else None, y, s))
+        self.pairs.append((x if keep else None, y, s))
         if len(self.pairs) > self.window:
             _, yo, so = self.pairs.popleft()
             self.store.remove(so, yo)
