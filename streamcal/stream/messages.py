@@ -85,6 +85,36 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
         raise BadInput(f"features field {fields.features!r} is not an object")
     if not feats:
         raise BadInput("no features")
+    x = _plain_numbers(feats)
+    if x is None:
+        x = _features(feats)
+    ts = obj.get(fields.timestamp)
+    if ts is not None:
+        if type(ts) not in (int, float) or not math.isfinite(ts):
+            raise BadInput(f"timestamp field {fields.timestamp!r} is not a finite number: {ts!r}")
+        ts = float(ts)
+    return _new_record(Event, (eid, x, ts))
+
+
+_new_record = tuple.__new__  # Event(...), Label(...) without their Python-level __new__
+_NUMBERS = frozenset((float, int))
+
+
+def _plain_numbers(feats: dict) -> dict | None:
+    """``feats`` itself if every value is a finite float or an int (the common case, which
+    ``_features`` would copy unchanged), else None. Any NaN or infinity makes the sum
+    non-finite; a sum that overflows only sends the message the long way."""
+    values = feats.values()
+    if not {*map(type, values)} <= _NUMBERS:
+        return None
+    try:
+        return feats if math.isfinite(sum(values)) else None
+    except OverflowError:  # ints beyond float range: the long way accepts them
+        return None
+
+
+def _features(feats: dict) -> dict:
+    """The model's features from the message's, each value checked; raises ``BadInput``."""
     x = {}
     for k, v in feats.items():
         t = type(v)
@@ -100,12 +130,7 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
             x[k] = 1.0 if v else 0.0
         else:
             raise BadInput(f"feature {k!r} is not a number or a string: {v!r}")
-    ts = obj.get(fields.timestamp)
-    if ts is not None:
-        if type(ts) not in (int, float) or not math.isfinite(ts):
-            raise BadInput(f"timestamp field {fields.timestamp!r} is not a finite number: {ts!r}")
-        ts = float(ts)
-    return Event(eid, x, ts)
+    return x
 
 
 def decode_label(value: bytes | None, fields: Fields) -> Label:
@@ -116,7 +141,7 @@ def decode_label(value: bytes | None, fields: Fields) -> Label:
         raise BadInput(f"missing label field {fields.label!r}")
     y = obj[fields.label]
     if y is True or y is False:
-        return Label(eid, y)
+        return _new_record(Label, (eid, y))
     if type(y) is int and y in (0, 1):
-        return Label(eid, y == 1)
+        return _new_record(Label, (eid, y == 1))
     raise BadInput(f"label is not binary (0/1 or true/false): {y!r}")
