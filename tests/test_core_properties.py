@@ -1,11 +1,14 @@
 """Property tests: the fast store and batch venn_abers against the brute-force definition."""
 
+import math
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
+from streamcal.core._kernels import hull_room
 
 TOL = 1e-12
 
@@ -118,3 +121,40 @@ def test_larger_random_streams(seed, regime):
     for k in rng.choice(len(xs), 8, replace=False):
         want = venn_abers_bruteforce(s[held], y[held], float(xs[k]))
         assert abs(p0[k] - want[0]) <= TOL and abs(p1[k] - want[1]) <= TOL
+
+
+def _convex_block(n):
+    """Groups (count, ones) of one PAVA block whose prefixes have long lower hulls: every
+    primitive direction (a, b), 1 <= b <= a, by increasing a while the n counts last, in
+    slope order (a strictly convex chain), then enough zeros to pull the whole block's mean
+    below the chain's first slope."""
+    dirs = []
+    a = 1
+    while n >= a:
+        for b in range(1, a + 1):
+            if math.gcd(a, b) == 1 and n >= a:
+                dirs.append((a, b))
+                n -= a
+        a += 1
+    dirs.sort(key=lambda d: d[1] / d[0])
+    return dirs + [(sum(d[0] for d in dirs) * a, 0)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 300), chunk=st.sampled_from([3, 16, 256]), seed=st.integers(0, 2**32 - 1))
+def test_long_hulls_fit_the_scratch(n, chunk, seed):
+    """Queries inside the block and block re-fits build hulls of up to ~len(dirs) vertices
+    in the scratch, which grows with the store (pairs added one at a time)."""
+    dirs = _convex_block(n)
+    assert len(dirs) <= hull_room(sum(a for a, _ in dirs[:-1]))
+    s = np.repeat(np.arange(len(dirs), dtype=float), [a for a, _ in dirs])
+    y = np.concatenate([[1] * b + [0] * (a - b) for a, b in dirs]).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    store = ScoreStore(_chunk=chunk)
+    for i in rng.permutation(len(s)):
+        store.add(float(s[i]), int(y[i]))
+    xs = np.concatenate([np.arange(len(dirs)) + 0.5, rng.uniform(-1, len(dirs), 5)])
+    p0, p1 = store.query_many(xs)
+    b0, b1 = venn_abers(s, y, xs)
+    np.testing.assert_allclose(p0, b0, rtol=0, atol=TOL)
+    np.testing.assert_allclose(p1, b1, rtol=0, atol=TOL)

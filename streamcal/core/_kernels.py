@@ -60,7 +60,8 @@ M_K = 5  # groups (distinct scores)
 M_NS = 6  # super-chunks in use
 M_NSIDS = 7  # super-chunk ids ever handed out
 M_NSFREE = 8  # recycled super-chunk ids available in SFREE
-META_SIZE = 9
+M_HCAP = 9  # most pairs the hull scratch serves (hull_room(M_HCAP) <= its length)
+META_SIZE = 10
 
 ERR_NOT_HELD = 1
 NEED_ROOM = 2
@@ -71,8 +72,12 @@ NEED_ROOM = 2
 #   META, FREE                 scalars, recycled chunk ids
 #   SP[g] = (first chunk position, super id) for super-chunk g in order; SP[ns, 0] = m
 #   SI[sid] = (count, ones, hull length or -1 if stale or 0 if too long)
-#   SH[sid, 0|1, h], SHT[sid, h]: hull vertices (relative to the super-chunk's start) and
-#   the score of the group ending at each; SFREE: recycled super ids
+#   SH[sid, 0|1, h], SHJ[sid, h]: hull vertices (relative to the super-chunk's start) and
+#   where each is, k * CC.shape[2] + j for point j of the super-chunk's k-th chunk (a
+#   refresh then needs no scores: only a block re-fit reads them); SFREE: recycled super ids
+#   HX[h] = (x, y), HT[h]: scratch for the hull of one range scan (``_hull``) and the PAVA
+#   stack of ``_fix_blocks``; sized by ``hull_room`` (an add returns NEED_ROOM first if the
+#   store would outgrow it)
 
 
 # --------------------------------------------------------------------------- locating
@@ -177,18 +182,23 @@ def _chunk_hull(CC, HV, CM, cid):
 
 
 @njit(cache=True)
-def _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g):
-    """Recompute super-chunk g's totals and hull (the hull of its chunks' hulls)."""
+def _refresh_super(CC, HV, CM, ORD, SP, SI, SH, SHJ, g):
+    """Recompute super-chunk g's totals and hull (the hull of its chunks' hulls).
+
+    Reads only the chunks' hull rows where hulls are kept (not their scores or sums): a
+    query that covers a stale super-chunk pays for this, and every add stales one.
+    """
     sid = SP[g, 1]
     hmax = SH.shape[2]
+    step = CC.shape[2]  # SHJ packs (chunk offset k, point j) as k * step + j
     h = 0
     bx = 0
     by = 0
     ok = True
     for pos in range(SP[g, 0], SP[g + 1, 0]):
         cid = ORD[pos]
+        nh = CM[cid, 1]
         if ok:
-            nh = CM[cid, 1]
             first = 0 if h == 0 else 1
             for u in range(first, nh if nh > 0 else CM[cid, 0] + 1):
                 if nh > 0:
@@ -213,34 +223,41 @@ def _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g):
                     break
                 SH[sid, 0, h] = px
                 SH[sid, 1, h] = py
-                SHT[sid, h] = T[cid, j - 1] if j > 0 else np.nan
+                SHJ[sid, h] = (pos - SP[g, 0]) * step + j
                 h += 1
-        L = CM[cid, 0]
-        bx += CC[cid, 0, L]
-        by += CC[cid, 1, L]
+        if nh > 0:  # the last hull vertex is the chunk's last point: its totals
+            bx += HV[cid, 0, nh - 1]
+            by += HV[cid, 1, nh - 1]
+        else:
+            L = CM[cid, 0]
+            bx += CC[cid, 0, L]
+            by += CC[cid, 1, L]
     SI[sid, 0] = bx
     SI[sid, 1] = by
     SI[sid, 2] = h if ok else 0
 
 
-@njit(cache=True)
-def _grow(a, n):
-    b = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
-    b[:n] = a[:n]
-    return b
-
-
 @njit(cache=True, inline="always")
-def _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n):
-    cx[n] = bx + CC[cid, 0, j]
-    cy[n] = by + CC[cid, 1, j]
+def _push(HX, HT, h, px, py, t, want_scores):
+    """Monotone-chain step: add point (px, py) (x above every point so far) to the lower
+    hull HX[:h]; returns the new length. Collinear points are dropped."""
+    while h >= 2:
+        ox = HX[h - 2, 0]
+        oy = HX[h - 2, 1]
+        if (HX[h - 1, 0] - ox) * (py - oy) - (HX[h - 1, 1] - oy) * (px - ox) <= 0:
+            h -= 1
+        else:
+            break
+    HX[h, 0] = px
+    HX[h, 1] = py
     if want_scores:
-        ct[n] = T[cid, j - 1]
+        HT[h] = t
+    return h + 1
 
 
 @njit(cache=True)
-def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, cx, cy, ct, fill, n):
-    """Count or write the candidates among points jlo..jhi of chunk cid; returns the new n.
+def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, HX, HT, h):
+    """Push the candidates among points jlo..jhi of chunk cid; returns the hull length.
 
     A point strictly between two chunk-hull vertices that are both in the range lies on
     or above the segment joining them, so it is on the lower hull of no superset of the
@@ -255,51 +272,59 @@ def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, cx, cy, ct, fill
     ub = ua
     while ub < nh and HV[cid, 2, ub] <= jhi:
         ub += 1
+    t = np.nan
     if ub == ua:  # no vertex in the range (or no hull kept): every point
-        if fill:
-            for j in range(jlo, jhi + 1):
-                _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
-                n += 1
-            return n
-        return n + max(jhi - jlo + 1, 0)
-    ja = HV[cid, 2, ua]
-    jb = HV[cid, 2, ub - 1]
-    if not fill:
-        return n + (ja - jlo) + (ub - ua) + (jhi - jb)
+        ja = jhi + 1
+        jb = jhi
+    else:
+        ja = HV[cid, 2, ua]
+        jb = HV[cid, 2, ub - 1]
     for j in range(jlo, ja):
-        _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
-        n += 1
+        if want_scores:
+            t = T[cid, j - 1]
+        h = _push(HX, HT, h, bx + CC[cid, 0, j], by + CC[cid, 1, j], t, want_scores)
     for u in range(ua, ub):
-        _emit(T, CC, cid, HV[cid, 2, u], bx, by, want_scores, cx, cy, ct, n)
-        n += 1
+        j = HV[cid, 2, u]
+        if want_scores:
+            t = T[cid, j - 1]
+        h = _push(HX, HT, h, bx + HV[cid, 0, u], by + HV[cid, 1, u], t, want_scores)
     for j in range(jb + 1, jhi + 1):
-        _emit(T, CC, cid, j, bx, by, want_scores, cx, cy, ct, n)
-        n += 1
-    return n
+        if want_scores:
+            t = T[cid, j - 1]
+        h = _push(HX, HT, h, bx + CC[cid, 0, j], by + CC[cid, 1, j], t, want_scores)
+    return h
 
 
 @njit(cache=True)
-def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
-    """Count (fill=False) or write (fill=True) the candidates of ``_candidates``.
+def _hull(S, ps, js, pe, je, incl_start, want_scores):
+    """Lower hull of the CSD points after (ps, js) up to (pe, je), written to the scratch
+    HX (coordinates relative to point (ps, js)) and, if ``want_scores``, HT (the score of
+    the group each vertex ends; reading scores costs cache misses, so queries skip them).
+    The start point itself comes first if ``incl_start``. Returns the number of vertices.
 
-    Two passes instead of growing buffers: reassigning arrays inside the loop costs
-    reference counting on every iteration.
+    Only hull vertices can be tangent points, so only candidates are pushed: whole
+    super-chunks inside the range give their hull vertices, whole chunks theirs, and the
+    rest (at most two partial chunks) the points ``_partial`` keeps. Built in one pass into
+    the preallocated scratch: no allocation, no second pass. The scratch is sized by
+    ``hull_room(n)``, which bounds any such hull.
     """
     T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
-    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
-    n = 0
+    SP, SI, SH, SHJ, HX, HT = S[10], S[11], S[12], S[13], S[15], S[16]
+    step = CC.shape[2]
+    h = 0
     if incl_start:
-        if fill:
-            cx[0] = 0
-            cy[0] = 0
-            ct[0] = np.nan
-        n = 1
+        HX[0, 0] = 0
+        HX[0, 1] = 0
+        if want_scores:
+            HT[0] = np.nan
+        h = 1
     if ps == pe and js == je:
-        return n
+        return h
     cid = ORD[ps]
     bx = -CC[cid, 0, js]
     by = -CC[cid, 1, js]
     pos = ps
+    t = np.nan
     g = _super_of(SP, META[M_NS], ps)
     while True:
         if pos == SP[g, 0] and (pos != ps or (js == 0 and incl_start)):
@@ -307,18 +332,14 @@ def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
             if last < pe or (last == pe and je == CM[ORD[pe], 0]):
                 sid = SP[g, 1]
                 if SI[sid, 2] < 0:
-                    _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
+                    _refresh_super(CC, HV, CM, ORD, SP, SI, SH, SHJ, g)
                 nh = SI[sid, 2]
                 if nh > 0:
-                    if fill:
-                        for h in range(1, nh):
-                            cx[n] = bx + SH[sid, 0, h]
-                            cy[n] = by + SH[sid, 1, h]
-                            if want_scores:
-                                ct[n] = SHT[sid, h]
-                            n += 1
-                    else:
-                        n += nh - 1
+                    for u in range(1, nh):
+                        if want_scores:
+                            k = SHJ[sid, u]
+                            t = T[ORD[pos + k // step], k % step - 1]
+                        h = _push(HX, HT, h, bx + SH[sid, 0, u], by + SH[sid, 1, u], t, want_scores)
                     bx += SI[sid, 0]
                     by += SI[sid, 1]
                     pos = last + 1
@@ -334,22 +355,17 @@ def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
         full = jlo == 1 and jhi == L and (pos != ps or incl_start) and CM[cid, 1] > 0
         if full:
             nc = CM[cid, 1] - 1
-            if fill:
-                for u in range(1, nc + 1):
-                    cx[n] = bx + HV[cid, 0, u]
-                    cy[n] = by + HV[cid, 1, u]
-                    if want_scores:
-                        ct[n] = T[cid, HV[cid, 2, u] - 1]
-                    n += 1
-            else:
-                n += nc
+            for u in range(1, nc + 1):
+                if want_scores:
+                    t = T[cid, HV[cid, 2, u] - 1]
+                h = _push(HX, HT, h, bx + HV[cid, 0, u], by + HV[cid, 1, u], t, want_scores)
             if pos == pe:
                 break
             # the last hull vertex is the chunk's last point: its totals
             bx += HV[cid, 0, nc]
             by += HV[cid, 1, nc]
         else:
-            n = _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, cx, cy, ct, fill, n)
+            h = _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, HX, HT, h)
             if pos == pe:
                 break
             bx += CC[cid, 0, L]
@@ -357,37 +373,38 @@ def _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, fill):
         pos += 1
         if pos == SP[g + 1, 0]:
             g += 1
-    return n
+    return h
 
 
-@njit(cache=True)
-def _candidates(S, ps, js, pe, je, incl_start, want_scores):
-    """CSD points that can be tangent points among those after (ps, js) up to (pe, je).
+def hull_room(n: int) -> int:
+    """Most vertices a strictly convex chain of CSD points spanning n pairs can have.
 
-    Returns (x, y, score, count): coordinates relative to point (ps, js) and, if
-    ``want_scores``, the score of the group each point ends (reading scores costs cache
-    misses, so queries skip them); the start point itself comes first if ``incl_start``.
-    Whole super-chunks inside the range give their hull vertices, whole chunks theirs,
-    and the rest (at most two partial chunks) every point.
+    Its edges have slopes in [0, 1] and strictly increasing, so their directions are
+    distinct primitive vectors (a, b), 0 <= b <= a, with the a's summing to at most n;
+    there are a + 1 such vectors per a, and the most edges come from taking the smallest
+    a first. About (3n)^(2/3) / 2 + 1: 10.5 k at 10^6, 48 k at 10^7.
+
+    >>> [hull_room(n) for n in (0, 1, 2, 5, 6, 10**6)]
+    [1, 2, 3, 4, 5, 10472]
     """
-    none = np.empty(0, np.int64)
-    n = _walk(S, ps, js, pe, je, incl_start, want_scores, none, none, np.empty(0), False)
-    cx = np.empty(n, np.int64)
-    cy = np.empty(n, np.int64)
-    ct = np.empty(n if want_scores else 0, np.float64)
-    _walk(S, ps, js, pe, je, incl_start, want_scores, cx, cy, ct, True)
-    return cx, cy, ct, n
+    count, a = 1, 0
+    while True:
+        a += 1
+        if n < a * (a + 1):
+            return count + n // a
+        n -= a * (a + 1)
+        count += a + 1
 
 
 @njit(cache=True)
-def _best(cx, cy, n, ax, ay, sx, sy, want_max):
-    """Extreme slope between anchor (ax, ay) and candidates shifted by (sx, sy), as an
+def _best(HX, n, ax, ay, sx, sy, want_max):
+    """Extreme slope between anchor (ax, ay) and points HX[:n] shifted by (sx, sy), as an
     exact fraction (num, den), den > 0."""
     bn = 0
     bd = 0
     for i in range(n):
-        den = cx[i] + sx - ax
-        num = cy[i] + sy - ay
+        den = HX[i, 0] + sx - ax
+        num = HX[i, 1] + sy - ay
         if den < 0:
             num = -num
             den = -den
@@ -416,16 +433,17 @@ def _p1(S, x):
     else:
         ps, js = _pt_after(S, BT[b - 1], True)
     pe, je = _pt_after(S, x, False)
-    cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, False)
+    HX = S[15]
+    n = _hull(S, ps, js, pe, je, True, False)
     ax = BWS[b, 0] + 1
     ay = BWS[b, 1] + 1
-    bn, bd = _best(cx, cy, n, ax, ay, 0, 0, True)
+    bn, bd = _best(HX, n, ax, ay, 0, 0, True)
     # walk right along the GCM while the next block's mean is below the bridge slope
     while b + 1 < nb and BWS[b + 1, 1] * bd < bn * BWS[b + 1, 0]:
         b += 1
         ax += BWS[b, 0]
         ay += BWS[b, 1]
-        bn, bd = _best(cx, cy, n, ax, ay, 0, 0, True)
+        bn, bd = _best(HX, n, ax, ay, 0, 0, True)
     return bn / bd
 
 
@@ -441,17 +459,18 @@ def _p0(S, x):
     tc = T[ORD[pc], jc - 1]
     b = _first_block(BT, nb, tc)
     pe, je = _pt_after(S, BT[b], True)  # P_r
-    # coordinates relative to P_{c-1} = (pc, jc - 1); the last candidate is always P_r
-    cx, cy, ct, n = _candidates(S, pc, jc - 1, pe, je, False, False)
-    qx = cx[n - 1] - BWS[b, 0]  # the anchor starts at P_{l-1}
-    qy = cy[n - 1] - BWS[b, 1]
-    bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
+    # coordinates relative to P_{c-1} = (pc, jc - 1); the last hull vertex is always P_r
+    HX = S[15]
+    n = _hull(S, pc, jc - 1, pe, je, False, False)
+    qx = HX[n - 1, 0] - BWS[b, 0]  # the anchor starts at P_{l-1}
+    qy = HX[n - 1, 1] - BWS[b, 1]
+    bn, bd = _best(HX, n, qx, qy, 1, 0, False)
     # walk left along the GCM while the previous block's mean is above the bridge slope
     while b > 0 and BWS[b - 1, 1] * bd > bn * BWS[b - 1, 0]:
         b -= 1
         qx -= BWS[b, 0]
         qy -= BWS[b, 1]
-        bn, bd = _best(cx, cy, n, qx, qy, 1, 0, False)
+        bn, bd = _best(HX, n, qx, qy, 1, 0, False)
     return bn / bd
 
 
@@ -493,47 +512,31 @@ def _fix_blocks(S, x):
         pe, je = _pt_after(S, BT[b], True)
     else:
         pe, je = _pt_after(S, x, True)
+    HX, HT = S[15], S[16]
     if m == 0:
-        n = 1
-        hx = np.zeros(1, np.int64)
-        hy = np.zeros(1, np.int64)
-        ht = np.zeros(1, np.float64)
-    else:
-        hx, hy, ht, n = _candidates(S, ps, js, pe, je, True, True)
-    # lower hull of the candidates, in place: the block's local GCM
-    h = 0
-    for i in range(n):
-        px = hx[i]
-        py = hy[i]
-        while h >= 2:
-            ox = hx[h - 2]
-            oy = hy[h - 2]
-            if (hx[h - 1] - ox) * (py - oy) - (hy[h - 1] - oy) * (px - ox) <= 0:
-                h -= 1
-            else:
-                break
-        hx[h] = px
-        hy[h] = py
-        ht[h] = ht[i]
-        h += 1
-    # sub-blocks = hull segments, then PAVA against the neighbours; stack reuses hx/hy/ht
+        HX[0, 0] = 0
+        HX[0, 1] = 0
+        h = 1
+    else:  # the block's local GCM
+        h = _hull(S, ps, js, pe, je, True, True)
+    # sub-blocks = hull segments, then PAVA against the neighbours; the stack reuses HX/HT
     ns = 0
     li = b - 1
     ri = b + 1 if b < nb else nb
     for v in range(1, h):
-        w = hx[v] - hx[v - 1]
-        s = hy[v] - hy[v - 1]
-        hx[ns] = w
-        hy[ns] = s
-        ht[ns] = ht[v]
+        w = HX[v, 0] - HX[v - 1, 0]
+        s = HX[v, 1] - HX[v - 1, 1]
+        HX[ns, 0] = w
+        HX[ns, 1] = s
+        HT[ns] = HT[v]
         ns += 1
-        ns, li = _settle(hx, hy, ht, ns, li, BWS)
-    while ns > 0 and ri < nb and hy[ns - 1] * BWS[ri, 0] > BWS[ri, 1] * hx[ns - 1]:
-        hx[ns - 1] += BWS[ri, 0]
-        hy[ns - 1] += BWS[ri, 1]
-        ht[ns - 1] = BT[ri]
+        ns, li = _settle(HX, HT, ns, li, BWS)
+    while ns > 0 and ri < nb and HX[ns - 1, 1] * BWS[ri, 0] > BWS[ri, 1] * HX[ns - 1, 0]:
+        HX[ns - 1, 0] += BWS[ri, 0]
+        HX[ns - 1, 1] += BWS[ri, 1]
+        HT[ns - 1] = BT[ri]
         ri += 1
-        ns, li = _settle(hx, hy, ht, ns, li, BWS)
+        ns, li = _settle(HX, HT, ns, li, BWS)
     new_nb = li + 1 + ns + (nb - ri)
     if new_nb > BT.shape[0]:
         return -new_nb
@@ -550,9 +553,9 @@ def _fix_blocks(S, x):
             BWS[dst + k, 0] = BWS[ri + k, 0]
             BWS[dst + k, 1] = BWS[ri + k, 1]
     for k in range(ns):
-        BT[li + 1 + k] = ht[k]
-        BWS[li + 1 + k, 0] = hx[k]
-        BWS[li + 1 + k, 1] = hy[k]
+        BT[li + 1 + k] = HT[k]
+        BWS[li + 1 + k, 0] = HX[k, 0]
+        BWS[li + 1 + k, 1] = HX[k, 1]
     META[M_NB] = new_nb
     return 0
 
@@ -586,8 +589,8 @@ def _fast_fix(S, x, y, dw, deleted):
         if b + 1 < nb and BWS[b + 1, 1] * w < s * BWS[b + 1, 0]:
             return False
         pe, je = _pt_after(S, x, False)
-        cx, cy, ct, n = _candidates(S, ps, js, pe, je, True, False)
-        bn, bd = _best(cx, cy, n, w, s, 0, 0, True)
+        n = _hull(S, ps, js, pe, je, True, False)
+        bn, bd = _best(S[15], n, w, s, 0, 0, True)
         if bn * w > s * bd:
             return False
     else:
@@ -597,9 +600,10 @@ def _fast_fix(S, x, y, dw, deleted):
         pe, je = _pt_after(S, BT[b], True)  # P'_r
         if qs == pe and qj == je:
             return False
-        cx, cy, ct, n = _candidates(S, qs, qj, pe, je, False, False)
-        # the last candidate is always P'_r; the anchor is P_{l-1} = P'_r - (w, s)
-        bn, bd = _best(cx, cy, n, cx[n - 1] - w, cy[n - 1] - s, 0, 0, False)
+        HX = S[15]
+        n = _hull(S, qs, qj, pe, je, False, False)
+        # the last hull vertex is always P'_r; the anchor is P_{l-1} = P'_r - (w, s)
+        bn, bd = _best(HX, n, HX[n - 1, 0] - w, HX[n - 1, 1] - s, 0, 0, False)
         if bn * w < s * bd:
             return False
     BWS[b, 0] = w
@@ -614,17 +618,17 @@ def fix_blocks(S, x):
 
 
 @njit(cache=True)
-def _settle(hx, hy, ht, ns, li, BWS):
+def _settle(HX, HT, ns, li, BWS):
     """PAVA merges on the stack top, reaching into the old blocks on the left as needed."""
     while True:
-        if ns >= 2 and hy[ns - 2] * hx[ns - 1] > hy[ns - 1] * hx[ns - 2]:
-            hx[ns - 2] += hx[ns - 1]
-            hy[ns - 2] += hy[ns - 1]
-            ht[ns - 2] = ht[ns - 1]
+        if ns >= 2 and HX[ns - 2, 1] * HX[ns - 1, 0] > HX[ns - 1, 1] * HX[ns - 2, 0]:
+            HX[ns - 2, 0] += HX[ns - 1, 0]
+            HX[ns - 2, 1] += HX[ns - 1, 1]
+            HT[ns - 2] = HT[ns - 1]
             ns -= 1
-        elif ns == 1 and li >= 0 and BWS[li, 1] * hx[0] > hy[0] * BWS[li, 0]:
-            hx[0] += BWS[li, 0]
-            hy[0] += BWS[li, 1]
+        elif ns == 1 and li >= 0 and BWS[li, 1] * HX[0, 0] > HX[0, 1] * BWS[li, 0]:
+            HX[0, 0] += BWS[li, 0]
+            HX[0, 1] += BWS[li, 1]
             li -= 1
         else:
             return ns, li
@@ -746,11 +750,14 @@ def _split(S, pos):
 @njit(cache=True)
 def add(S, x, y):
     """Add one pair. Returns fix_blocks' code, or NEED_ROOM (nothing changed) when a split
-    could find no free chunk or super-chunk id: the caller grows the arrays and retries."""
+    could find no free chunk or super-chunk id or the hull scratch is full: the caller grows
+    the arrays and retries."""
     T, CC, HV, CM, ORD, FIRST, META, FREE = S[0], S[1], S[2], S[3], S[4], S[5], S[8], S[9]
     SP, SI, SFREE = S[10], S[11], S[14]
-    if (META[M_NIDS] == T.shape[0] and META[M_NFREE] == 0) or (
-        META[M_NSIDS] == SI.shape[0] and META[M_NSFREE] == 0
+    if (
+        (META[M_NIDS] == T.shape[0] and META[M_NFREE] == 0)
+        or (META[M_NSIDS] == SI.shape[0] and META[M_NSFREE] == 0)
+        or META[M_N] >= META[M_HCAP]
     ):
         return NEED_ROOM
     if META[M_M] == 0:
@@ -877,12 +884,12 @@ def remove(S, x, y):
 @njit(cache=True)
 def build_hulls(S):
     """Chunk hulls, then super-chunk hulls, of a freshly bulk-built state."""
-    T, CC, HV, CM, ORD, META = S[0], S[1], S[2], S[3], S[4], S[8]
-    SP, SI, SH, SHT = S[10], S[11], S[12], S[13]
+    CC, HV, CM, ORD, META = S[1], S[2], S[3], S[4], S[8]
+    SP, SI, SH, SHJ = S[10], S[11], S[12], S[13]
     for pos in range(META[M_M]):
         _chunk_hull(CC, HV, CM, ORD[pos])
     for g in range(META[M_NS]):
-        _refresh_super(T, CC, HV, CM, ORD, SP, SI, SH, SHT, g)
+        _refresh_super(CC, HV, CM, ORD, SP, SI, SH, SHJ, g)
 
 
 @njit(cache=True)

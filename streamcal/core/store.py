@@ -28,11 +28,12 @@ from streamcal.core._validate import check_arrays, check_label, check_score, che
 __all__ = ["ScoreStore"]
 
 _MIN_CHUNKS = 8
+_MIN_PAIRS = 64  # pairs the hull scratch of a new store serves before it grows
 _ENTRIES: dict = {}
 
 
 def _entries(S):
-    """Compiled entry points of the per-event kernels (query_one, add) for S's types.
+    """Compiled entry points of the per-event kernels (query_one, add, remove) for S's types.
 
     Calling them directly skips numba's type dispatch (~0.5 µs a call, a few % of an
     event). The argument types are fixed by construction (C-contiguous arrays of fixed
@@ -44,6 +45,7 @@ def _entries(S):
         entries = (
             K.query_one.compile((key, numba.types.float64)),
             K.add.compile((key, numba.types.float64, numba.types.int64)),
+            K.remove.compile((key, numba.types.float64, numba.types.int64)),
         )
         _ENTRIES[key] = entries
     return entries
@@ -104,9 +106,17 @@ class ScoreStore:
         self._SP = np.zeros((n_supers + 1, 2), np.int64)
         self._SI = np.full((n_supers, 3), -1, np.int64)
         self._SH = np.zeros((n_supers, 2, K.HMAX), np.int64)
-        self._SHT = np.zeros((n_supers, K.HMAX), np.float64)
+        self._SHJ = np.zeros((n_supers, K.HMAX), np.int64)
         self._SFREE = np.zeros(n_supers, np.int64)
+        self._set_scratch(_MIN_PAIRS)
         self._pack()
+
+    def _set_scratch(self, pairs: int) -> None:
+        # hull scratch for stores of up to `pairs` pairs (see K.hull_room); the caller packs
+        room = K.hull_room(pairs)
+        self._HX = np.zeros((room, 2), np.int64)
+        self._HT = np.zeros(room, np.float64)
+        self._META[K.M_HCAP] = pairs
 
     def _pack(self) -> None:
         # one tuple argument for the kernels (cheaper to pass than fifteen arrays)
@@ -124,10 +134,12 @@ class ScoreStore:
             self._SP,
             self._SI,
             self._SH,
-            self._SHT,
+            self._SHJ,
             self._SFREE,
+            self._HX,
+            self._HT,
         )
-        self._query_one, self._add = _entries(self._S)
+        self._query_one, self._add, self._remove = _entries(self._S)
 
     @staticmethod
     def _grown(a: np.ndarray, new: int, fill=0) -> np.ndarray:
@@ -150,8 +162,11 @@ class ScoreStore:
             self._SP = self._grown(self._SP, new + 1)
             self._SI = self._grown(self._SI, new, -1)
             self._SH = self._grown(self._SH, new)
-            self._SHT = self._grown(self._SHT, new)
+            self._SHJ = self._grown(self._SHJ, new)
             self._SFREE = self._grown(self._SFREE, new)
+            self._pack()
+        if meta[K.M_N] >= meta[K.M_HCAP]:
+            self._set_scratch(2 * int(meta[K.M_N]))
             self._pack()
 
     def _grow_blocks(self, needed: int) -> None:
@@ -205,6 +220,7 @@ class ScoreStore:
             store._BT[:nb] = bt[:nb]
             store._BWS[:nb] = bws[:nb]
             meta[K.M_NB] = nb
+            store._set_scratch(max(2 * int(meta[K.M_N]), _MIN_PAIRS))
             store._pack()
             K.build_hulls(store._S)
         return store
@@ -262,11 +278,13 @@ class ScoreStore:
 
     def remove(self, score, label) -> None:
         """Remove one held pair; ``ValueError`` (store unchanged) if it is not held."""
-        x, y = check_score(score), check_label(label)
-        code = K.remove(self._S, x, y)
+        x = score if type(score) is float and score - score == 0.0 else check_score(score)
+        y = label if type(label) is int and (label == 0 or label == 1) else check_label(label)
+        code = self._remove(self._S, x, y)
         if code == K.ERR_NOT_HELD:
             raise ValueError(f"pair ({score!r}, {label!r}) is not in the store")
-        self._fix_blocks(code, x)
+        if code:
+            self._fix_blocks(code, x)
 
     def query(self, score) -> tuple[float, float]:
         """(p0, p1) for one test score, as Python floats."""
