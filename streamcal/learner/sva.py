@@ -46,6 +46,11 @@ class SimplifiedVennAbers:
         self.n_seen = 0
         self._learn_score = LearnScore(model)
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "_learn_score" not in state:  # pickled by an earlier streamcal (a checkpoint)
+            self._learn_score = LearnScore(self.model)
+
     @property
     def calibration_size(self) -> int:
         return len(self.store)

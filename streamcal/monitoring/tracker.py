@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from river import stats
+
 from streamcal.core._validate import check_label
 from streamcal.monitoring.reliability import ReliabilityBins
 
@@ -109,6 +111,22 @@ class _Means:
         """The mean of one term, None before its first value."""
         n = self.n_raw if name.startswith("raw") else self.n
         return getattr(self, name) if n else None
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state):
+        if isinstance(state.get("log"), stats.Mean):  # pickled by an earlier streamcal: Means
+            state = _means_state(state)
+        for k in self.__slots__:
+            setattr(self, k, state[k])
+
+
+def _means_state(old: dict) -> dict:
+    """The state of a ``_Means`` from its earlier form, one ``stats.Mean`` per term."""
+    state = {k: old[k]._mean for k in ("log", "square", "width", "raw_log", "raw_square")}
+    state["n"], state["n_raw"] = int(old["log"].n), int(old["raw_log"].n)
+    return state
 
 
 def _log_loss(y, q):
@@ -217,6 +235,14 @@ class CalibrationTracker:
         self._p0 += k * (p0 - self._p0)
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
+
+    def __setstate__(self, state):
+        if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
+            rolling = state["_recent"]  # a river Rolling of _Means, its inputs in .window
+            state["_recent"] = rolling.obj
+            state["_window"] = deque(args for args, _ in rolling.window)
+            state["_p0"], state["_p1"] = state["_p0"]._mean, state["_p1"]._mean
+        self.__dict__.update(state)
 
     def reliability(self, which: str = "p") -> list[dict]:
         """Reliability bins of the calibrated ``"p"`` or of the raw ``"score"``.
