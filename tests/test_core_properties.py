@@ -113,6 +113,7 @@ def test_larger_random_streams(seed, regime):
         if rng.random() < 0.3:  # a sliding window: drop the oldest
             j = held.pop(0)
             store.remove(s[j], y[j])
+    assert_chunk_hulls_fresh(store)
     xs = np.concatenate([np.unique(s), rng.random(20), [-1.0, 2.0]])
     p0, p1 = store.query_many(xs)
     b0, b1 = venn_abers(s[held], y[held], xs)
@@ -121,6 +122,19 @@ def test_larger_random_streams(seed, regime):
     for k in rng.choice(len(xs), 8, replace=False):
         want = venn_abers_bruteforce(s[held], y[held], float(xs[k]))
         assert abs(p0[k] - want[0]) <= TOL and abs(p1[k] - want[1]) <= TOL
+
+
+def assert_chunk_hulls_fresh(store):
+    """Every chunk hull kept by incremental updates equals one recomputed from scratch."""
+    from streamcal.core import _kernels as K
+
+    m = int(store._META[K.M_M])
+    for cid in store._ORD[:m]:
+        HV, CM = store._HV.copy(), store._CM.copy()
+        K._chunk_hull(store._CC, HV, CM, cid, 0)
+        h = CM[cid, 1]
+        assert store._CM[cid, 1] == h
+        np.testing.assert_array_equal(store._HV[cid, :, :h], HV[cid, :, :h])
 
 
 def _convex_block(n):

@@ -152,16 +152,28 @@ def _super_of(SP, ns, pos):
 
 
 @njit(cache=True)
-def _chunk_hull(CC, HV, CM, cid):
-    """Lower hull (monotone chain) of the chunk's local CSD points j = 0..L.
+def _chunk_hull(CC, HV, CM, cid, keep):
+    """Lower hull (monotone chain) of the chunk's local CSD points j = 0..L, where points
+    0..keep are unchanged since the hull was last computed.
+
+    The old vertices with j <= keep stay the start of the chain: a point between two of
+    them lies on or above the segment joining them, so it is on no lower hull of a set
+    holding both. The chain restarts after the last of them, about half the chunk per
+    update instead of all of it.
 
     Vertices are stored compactly as HV[cid] = (x, y, j) rows so a scan reads a few cache
     lines per chunk; a hull longer than HV holds is not kept (length 0: read every point).
     """
     L = CM[cid, 0]
     hc = HV.shape[2]
-    h = 0
-    for j in range(L + 1):
+    h = 1  # point 0 = (0, 0) is always the first vertex
+    nh = CM[cid, 1] if keep > 0 else 0  # keep = 0: recompute (a new or rebuilt chunk)
+    while h < nh and HV[cid, 2, h] <= keep:
+        h += 1
+    HV[cid, 0, 0] = 0
+    HV[cid, 1, 0] = 0
+    HV[cid, 2, 0] = 0
+    for j in range(HV[cid, 2, h - 1] + 1, L + 1):
         x = CC[cid, 0, j]
         y = CC[cid, 1, j]
         while h >= 2:
@@ -742,8 +754,8 @@ def _split(S, pos):
         CC[c2, 1, j] = CC[cid, 1, half + j] - bs
     CM[cid, 0] = half
     CM[c2, 0] = n2
-    _chunk_hull(CC, HV, CM, cid)
-    _chunk_hull(CC, HV, CM, c2)
+    _chunk_hull(CC, HV, CM, cid, 0)
+    _chunk_hull(CC, HV, CM, c2, 0)
     _insert_pos(S, pos + 1, c2, T[c2, 0])
 
 
@@ -802,7 +814,7 @@ def add(S, x, y):
     if L >= T.shape[1]:
         _split(S, pos)
     else:
-        _chunk_hull(CC, HV, CM, cid)
+        _chunk_hull(CC, HV, CM, cid, i)
     if _fast_fix(S, x, y, 1, False):
         return 0
     return _fix_blocks(S, x)
@@ -824,7 +836,7 @@ def _absorb_next(S, pos):
         CC[a, 0, La + j] = bw + CC[c, 0, j]
         CC[a, 1, La + j] = bs + CC[c, 1, j]
     CM[a, 0] = La + Lc
-    _chunk_hull(CC, HV, CM, a)
+    _chunk_hull(CC, HV, CM, a, 0)
     _stale(S, pos)
     _delete_pos(S, pos + 1)
 
@@ -870,12 +882,12 @@ def remove(S, x, y):
             elif pos > 0 and L + CM[ORD[pos - 1], 0] <= half:
                 _absorb_next(S, pos - 1)
             else:
-                _chunk_hull(CC, HV, CM, cid)
+                _chunk_hull(CC, HV, CM, cid, i)
     else:
         for j in range(i + 1, L + 1):
             CC[cid, 0, j] -= 1
             CC[cid, 1, j] -= y
-        _chunk_hull(CC, HV, CM, cid)
+        _chunk_hull(CC, HV, CM, cid, i)
     if _fast_fix(S, x, y, -1, w == 1):
         return 0
     return _fix_blocks(S, x)
@@ -887,7 +899,7 @@ def build_hulls(S):
     CC, HV, CM, ORD, META = S[1], S[2], S[3], S[4], S[8]
     SP, SI, SH, SHJ = S[10], S[11], S[12], S[13]
     for pos in range(META[M_M]):
-        _chunk_hull(CC, HV, CM, ORD[pos])
+        _chunk_hull(CC, HV, CM, ORD[pos], 0)
     for g in range(META[M_NS]):
         _refresh_super(CC, HV, CM, ORD, SP, SI, SH, SHJ, g)
 
