@@ -119,26 +119,8 @@ class ScoreStore:
         self._META[K.M_HCAP] = pairs
 
     def _pack(self) -> None:
-        # one tuple argument for the kernels (cheaper to pass than fifteen arrays)
-        self._S = (
-            self._T,
-            self._CC,
-            self._HV,
-            self._CM,
-            self._ORD,
-            self._FIRST,
-            self._BT,
-            self._BWS,
-            self._META,
-            self._FREE,
-            self._SP,
-            self._SI,
-            self._SH,
-            self._SHJ,
-            self._SFREE,
-            self._HX,
-            self._HT,
-        )
+        # one object for the kernels (cheaper to pass than seventeen arrays)
+        self._S = K.new_state(*(getattr(self, "_" + name) for name in K.STATE_FIELDS))
         self._query_one, self._add, self._remove = _entries(self._S)
 
     @staticmethod
