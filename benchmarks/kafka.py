@@ -103,6 +103,13 @@ def produce_input(bootstrap: str, events: str, labels: str, n: int, seed: int = 
     producer.close()
 
 
+def broker_cpu(pid: int) -> float:
+    """CPU seconds used so far by the broker process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def child_cpu(before) -> float:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -394,17 +401,22 @@ def main() -> None:
         print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
 
         bare, sc, thread, busy = [], [], [], []
+        tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run
         for rep in range(args.repeat):  # alternate, so both see the same background load
             topics["bare_out"] = f"bench-{tag}.bare-out-{rep}"
             topics["predictions"] = f"bench-{tag}.predictions-{rep}"
             topics["group"] = f"bench-{tag}-{rep}"
+            b0 = broker_cpu(broker.pid)
             bare.append(run_bare(bs, topics, n))
+            tansu["bare"].append(broker_cpu(broker.pid) - b0)
             print(f"bare loop: {bare[-1][0]:,.0f} events/s", flush=True)
             if args.busy_us:
                 topics["bare_out"] = f"bench-{tag}.busy-out-{rep}"
                 busy.append(run_bare(bs, topics, n, args.busy_us))
                 print(f"bare loop + busy work: {busy[-1][0]:,.0f} events/s", flush=True)
+            b0 = broker_cpu(broker.pid)
             sc.append(run_streamcal(bs, topics, n, every))
+            tansu["streamcal"].append(broker_cpu(broker.pid) - b0)
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
             topics["predictions"] = f"bench-{tag}.predictions-thread-{rep}"
             topics["group"] = f"bench-{tag}-thread-{rep}"
@@ -434,6 +446,8 @@ def main() -> None:
     th_rate, th_cpu = max(r for r, _, _ in thread), min(c for _, c, _ in thread)
     label = "  --no-producer-process"
     print(f"{label:28s} {th_rate:10,.0f} {1e6 * th_cpu:13,.0f}")
+    print(f"the broker's CPU per event (µs): {1e6 * min(tansu['bare']) / n:.0f} during the bare "
+          f"loop, {1e6 * min(tansu['streamcal']) / n:.0f} during streamcal run")  # fmt: skip
     print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
     if busy:
