@@ -35,7 +35,7 @@ State layout (all numpy arrays, so the store pickles as plain arrays):
 * ``ORD[pos]``: chunk id at position pos (chunks in score order); ``FIRST[pos]``: its first score.
 * ``BT[b]``: score of the last group of block b; ``BWS[b] = (count, ones)`` of block b.
 * ``META``: scalars, indices below. ``FREE``: recycled chunk ids.
-* super-chunks: see the comment on the state tuple below.
+* super-chunks: see the comment on the state S below.
 
 A *point* is addressed as (pos, j): the CSD point after the first j groups of chunk pos.
 """
@@ -306,9 +306,39 @@ def _push(HX, HT, h, px, py, t, want_scores):
     return h + 1
 
 
+HULL = 0  # _scan modes: push the candidates onto a hull in the scratch,
+SLOPE = 1  # keep the extreme slope to an anchor,
+LINE = 2  # keep the least y * ax - x * ay (the lowest point under slope ay / ax)
+
+
+@njit(cache=True, inline="always")
+def _take(HX, HT, h, px, py, t, want_scores, mode, ax, ay, want_max, bn, bd):
+    """Take a candidate as ``_scan``'s mode says. SLOPE keeps the extreme slope bn / bd
+    between the candidate and the anchor (ax, ay); LINE keeps bn = min(py * ax - px * ay).
+    Both test each point on its own, where a hull push depends on the stack: ~2x faster
+    on scans of 10^4+ candidates."""
+    if mode == SLOPE:
+        den = px - ax
+        num = py - ay
+        if den < 0:
+            num = -num
+            den = -den
+        if bd == 0 or (num * bd > bn * den if want_max else num * bd < bn * den):
+            bn = num
+            bd = den
+        return h, bn, bd
+    if mode == LINE:
+        v = py * ax - px * ay
+        if bd == 0 or v < bn:
+            bn = v
+            bd = 1
+        return h, bn, bd
+    return _push(HX, HT, h, px, py, t, want_scores), bn, bd
+
+
 @njit(cache=True)
-def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, HX, HT, h):
-    """Push the candidates among points jlo..jhi of chunk cid; returns the hull length.
+def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, ws, HX, HT, h, mode, ax, ay, wm, bn, bd):
+    """Take the candidates among points jlo..jhi of chunk cid; returns (h, bn, bd).
 
     A point strictly between two chunk-hull vertices that are both in the range lies on
     or above the segment joining them, so it is on the lower hull of no superset of the
@@ -331,23 +361,29 @@ def _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, HX, HT, h):
         ja = HV[cid, 2, ua]
         jb = HV[cid, 2, ub - 1]
     for j in range(jlo, ja):
-        if want_scores:
+        if ws:
             t = T[cid, j - 1]
-        h = _push(HX, HT, h, bx + CC[cid, 0, j], by + CC[cid, 1, j], t, want_scores)
+        px = bx + CC[cid, 0, j]
+        py = by + CC[cid, 1, j]
+        h, bn, bd = _take(HX, HT, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
     for u in range(ua, ub):
         j = HV[cid, 2, u]
-        if want_scores:
+        if ws:
             t = T[cid, j - 1]
-        h = _push(HX, HT, h, bx + HV[cid, 0, u], by + HV[cid, 1, u], t, want_scores)
+        px = bx + HV[cid, 0, u]
+        py = by + HV[cid, 1, u]
+        h, bn, bd = _take(HX, HT, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
     for j in range(jb + 1, jhi + 1):
-        if want_scores:
+        if ws:
             t = T[cid, j - 1]
-        h = _push(HX, HT, h, bx + CC[cid, 0, j], by + CC[cid, 1, j], t, want_scores)
-    return h
+        px = bx + CC[cid, 0, j]
+        py = by + CC[cid, 1, j]
+        h, bn, bd = _take(HX, HT, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
+    return h, bn, bd
 
 
 @njit(cache=True)
-def _hull(S, ps, js, pe, je, incl_start, want_scores):
+def _scan(S, ps, js, pe, je, incl_start, want_scores, mode, ox, oy, ax, ay, wm):
     """Lower hull of the CSD points after (ps, js) up to (pe, je), written to the scratch
     HX (coordinates relative to point (ps, js)) and, if ``want_scores``, HT (the score of
     the group each vertex ends; reading scores costs cache misses, so queries skip them).
@@ -358,24 +394,28 @@ def _hull(S, ps, js, pe, je, incl_start, want_scores):
     rest (at most two partial chunks) the points ``_partial`` keeps. Built in one pass into
     the preallocated scratch: no allocation, no second pass. The scratch is sized by
     ``hull_room(n)``, which bounds any such hull.
+
+    In modes SLOPE and LINE (see ``_take``) nothing is written and (bn, bd) is the
+    result, over coordinates shifted by (ox, oy). Returns (h, bn, bd, lx, ly), (lx, ly)
+    the shifted coordinates of the range's last point.
     """
     T, CC, HV, CM, ORD, META = S.T, S.CC, S.HV, S.CM, S.ORD, S.META
     SP, SI, SH, SHJ, HX, HT = S.SP, S.SI, S.SH, S.SHJ, S.HX, S.HT
     step = CC.shape[2]
     h = 0
-    if incl_start:
-        HX[0, 0] = 0
-        HX[0, 1] = 0
-        if want_scores:
-            HT[0] = np.nan
-        h = 1
-    if ps == pe and js == je:
-        return h
-    cid = ORD[ps]
-    bx = -CC[cid, 0, js]
-    by = -CC[cid, 1, js]
-    pos = ps
+    bn = 0
+    bd = 0
     t = np.nan
+    if incl_start:
+        h, bn, bd = _take(HX, HT, h, ox, oy, t, want_scores, mode, ax, ay, wm, bn, bd)
+    lx = ox  # the range's last point (its coordinates are returned)
+    ly = oy
+    if ps == pe and js == je:
+        return h, bn, bd, lx, ly
+    cid = ORD[ps]
+    bx = ox - CC[cid, 0, js]
+    by = oy - CC[cid, 1, js]
+    pos = ps
     g = _super_of(SP, META[M_NS], ps)
     while True:
         if pos == SP[g, 0] and (pos != ps or (js == 0 and incl_start)):
@@ -390,12 +430,18 @@ def _hull(S, ps, js, pe, je, incl_start, want_scores):
                         if want_scores:
                             k = SHJ[sid, u]
                             t = T[ORD[pos + k // step], k % step - 1]
-                        h = _push(HX, HT, h, bx + SH[sid, 0, u], by + SH[sid, 1, u], t, want_scores)
+                        px = bx + SH[sid, 0, u]
+                        py = by + SH[sid, 1, u]
+                        h, bn, bd = _take(
+                            HX, HT, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
+                        )
                     bx += SI[sid, 0]
                     by += SI[sid, 1]
                     pos = last + 1
                     g += 1
                     if pos > pe:
+                        lx = bx
+                        ly = by
                         break
                     continue
         cid = ORD[pos]
@@ -409,22 +455,54 @@ def _hull(S, ps, js, pe, je, incl_start, want_scores):
             for u in range(1, nc + 1):
                 if want_scores:
                     t = T[cid, HV[cid, 2, u] - 1]
-                h = _push(HX, HT, h, bx + HV[cid, 0, u], by + HV[cid, 1, u], t, want_scores)
+                px = bx + HV[cid, 0, u]
+                py = by + HV[cid, 1, u]
+                h, bn, bd = _take(HX, HT, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd)
             if pos == pe:
+                lx = bx + HV[cid, 0, nc]
+                ly = by + HV[cid, 1, nc]
                 break
             # the last hull vertex is the chunk's last point: its totals
             bx += HV[cid, 0, nc]
             by += HV[cid, 1, nc]
         else:
-            h = _partial(T, CC, HV, CM, cid, jlo, jhi, bx, by, want_scores, HX, HT, h)
+            h, bn, bd = _partial(
+                T,
+                CC,
+                HV,
+                CM,
+                cid,
+                jlo,
+                jhi,
+                bx,
+                by,
+                want_scores,
+                HX,
+                HT,
+                h,
+                mode,
+                ax,
+                ay,
+                wm,
+                bn,
+                bd,
+            )
             if pos == pe:
+                lx = bx + CC[cid, 0, jhi]
+                ly = by + CC[cid, 1, jhi]
                 break
             bx += CC[cid, 0, L]
             by += CC[cid, 1, L]
         pos += 1
         if pos == SP[g + 1, 0]:
             g += 1
-    return h
+    return h, bn, bd, lx, ly
+
+
+@njit(cache=True)
+def _hull(S, ps, js, pe, je, incl_start, want_scores):
+    """``_scan`` building the hull in the scratch; returns its number of vertices."""
+    return _scan(S, ps, js, pe, je, incl_start, want_scores, HULL, 0, 0, 0, 0, False)[0]
 
 
 def hull_room(n: int) -> int:
@@ -526,15 +604,55 @@ def _p0(S, x):
 
 
 @njit(cache=True)
+def _pair(S, x):
+    """(p0, p1) for x: one anchor each, streamed (no hull), p0 reusing p1's scan.
+
+    Usually the bridge's far end is the end of the block holding x and no walk along the
+    blocks is needed: then p1 is the best slope from the anchor P_r + (1, 1) over one scan
+    of P_{l-1}..P_{d-1}, and p0 the best slope from P_{l-1} - (1, 0) over P_c..P_r, its
+    coordinates offset by P_{c-1} - P_{l-1}, which p1's scan ends at. When a walk is
+    needed (rare) or x's pools lie in different blocks, ``_p0`` / ``_p1`` answer.
+    """
+    T, CC, ORD, BT, BWS, META = S.T, S.CC, S.ORD, S.BT, S.BWS, S.META
+    if META[M_N] == 0:
+        return 0.0, 1.0
+    nb = META[M_NB]
+    b = _first_block(BT, nb, x)
+    if b == nb or x < T[ORD[0], 0]:  # above or below every score: one side is trivial
+        return _p0(S, x), _p1(S, x)
+    ps, js = (0, 0) if b == 0 else _pt_after(S, BT[b - 1], True)
+    pe, je = _pt_after(S, x, False)
+    ax = BWS[b, 0] + 1
+    ay = BWS[b, 1] + 1
+    _, bn, bd, lx, ly = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, ax, ay, True)
+    if b + 1 < nb and BWS[b + 1, 1] * bd < bn * BWS[b + 1, 0]:
+        p1 = _p1(S, x)
+    else:
+        p1 = bn / bd
+    pc, jc = _pt_after(S, x, True)  # P_c
+    cid = ORD[pc]
+    tc = T[cid, jc - 1]
+    if BT[b - 1] >= tc if b > 0 else False:  # c ends the previous block
+        return _p0(S, x), p1
+    if tc != x:  # p1's scan ended at P_c: step back to P_{c-1}
+        lx -= CC[cid, 0, jc] - CC[cid, 0, jc - 1]
+        ly -= CC[cid, 1, jc] - CC[cid, 1, jc - 1]
+    pr, jr = _pt_after(S, BT[b], True)  # P_r
+    _, bn, bd, _, _ = _scan(S, pc, jc - 1, pr, jr, False, False, SLOPE, lx, ly, -1, 0, False)
+    if b > 0 and BWS[b - 1, 1] * bd > bn * BWS[b - 1, 0]:
+        return _p0(S, x), p1
+    return bn / bd, p1
+
+
+@njit(cache=True)
 def query_many(S, xs, p0, p1):
     for i in range(xs.shape[0]):
-        p0[i] = _p0(S, xs[i])
-        p1[i] = _p1(S, xs[i])
+        p0[i], p1[i] = _pair(S, xs[i])
 
 
 @njit(cache=True)
 def query_one(S, x):
-    return _p0(S, x), _p1(S, x)
+    return _pair(S, x)
 
 
 # --------------------------------------------------------------------------- blocks
@@ -640,8 +758,7 @@ def _fast_fix(S, x, y, dw, deleted):
         if b + 1 < nb and BWS[b + 1, 1] * w < s * BWS[b + 1, 0]:
             return False
         pe, je = _pt_after(S, x, False)
-        n = _hull(S, ps, js, pe, je, True, False)
-        bn, bd = _best(S.HX, n, w, s, 0, 0, True)
+        _, bn, bd, _, _ = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, w, s, True)
         if bn * w > s * bd:
             return False
     else:
@@ -651,11 +768,9 @@ def _fast_fix(S, x, y, dw, deleted):
         pe, je = _pt_after(S, BT[b], True)  # P'_r
         if qs == pe and qj == je:
             return False
-        HX = S.HX
-        n = _hull(S, qs, qj, pe, je, False, False)
-        # the last hull vertex is always P'_r; the anchor is P_{l-1} = P'_r - (w, s)
-        bn, bd = _best(HX, n, HX[n - 1, 0] - w, HX[n - 1, 1] - s, 0, 0, False)
-        if bn * w < s * bd:
+        # is a point strictly below the new chord, the line through P'_r of slope s / w?
+        _, low, _, ex, ey = _scan(S, qs, qj, pe, je, False, False, LINE, 0, 0, w, s, False)
+        if low < ey * w - ex * s:
             return False
     BWS[b, 0] = w
     BWS[b, 1] = s
