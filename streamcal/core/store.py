@@ -11,10 +11,11 @@ in. Counts are int64 and slopes are compared by cross-multiplication, so every a
 exact fraction divided once. The kernels are in ``streamcal.core._kernels`` (numba,
 compiled once and cached on disk).
 
-Speed (benchmarks/store.py, query + add, 2-core machine under load): ~10 µs at 10^4,
-~15-20 µs at 10^6, ~25-30 µs at 10^7 for smooth calibration curves; a flat curve (labels
-independent of scores, one block of size Θ(n)) ~30-40 µs at 10^6. Bulk building 10^6
-pairs takes ~0.15 s. Memory ~65 bytes per distinct score (633 MiB at 10^7).
+Speed (benchmarks/store.py, median µs per query + add, 2-core machine under load): ~3.5-5
+at 10^4, ~7 at 10^6, ~11-15 at 10^7 for smooth calibration curves; a flat curve (labels
+independent of scores, one block of size Θ(n)) ~15 at 10^6 and ~140 at 10^7. A sliding
+window of 10^4 pairs (query + add + remove the oldest) ~5-6 per event. Bulk building 10^6
+pairs takes ~0.1 s. Memory ~65 bytes per distinct score (635 MiB at 10^7).
 """
 
 from __future__ import annotations
