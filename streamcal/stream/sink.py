@@ -142,7 +142,8 @@ class ProducerProcess:
         self._proc.stdin.close()
         self._proc.stdout.close()
         self._buf: list = []
-        self._request(("start", settings))
+        # The child logs at the processor's level (the CLI's --log-level).
+        self._request(("start", settings, logging.getLogger().getEffectiveLevel()))
 
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
         self._buf.append((topic, key, value))
@@ -197,7 +198,6 @@ def _child() -> None:
     inp = Connection(os.dup(0), writable=False)
     out = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
-    logging.basicConfig(level=logging.WARNING, format="streamcal producer: %(message)s")
     outbox = None
 
     def reply(value) -> None:
@@ -224,6 +224,10 @@ def _child() -> None:
         elif msg[0] == "flush":
             reply(_try_flush(outbox))
         elif msg[0] == "start":
+            logging.basicConfig(
+                level=msg[2], format="%(asctime)s %(name)s (producer process) %(message)s"
+            )
+            logging.getLogger("kafka.net.selector").addFilter(_not_slow_task)
             try:
                 outbox = Outbox(msg[1])
             except Exception as exc:  # noqa: BLE001 - reported to the processor
@@ -235,6 +239,13 @@ def _child() -> None:
             outbox.close(msg[1])
             reply(status)
             return
+
+
+def _not_slow_task(record: logging.LogRecord) -> bool:
+    # kafka-python times its I/O tasks by the wall clock, so a task that waited for the
+    # GIL or a CPU (the child shares the machine with the processor and the broker) is
+    # reported as "blocking the event loop": a false alarm here, and one per second.
+    return "blocking the event loop" not in record.getMessage()
 
 
 def _try_flush(outbox: Outbox) -> str:
