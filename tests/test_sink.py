@@ -4,6 +4,7 @@ of the pipe dies."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -129,3 +130,16 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie has exited; only its parent (gone) could reap it
+
+
+def test_only_kafka_pythons_slow_task_false_alarm_is_dropped(caplog):
+    from streamcal.stream.sink import quiet_false_alarms
+
+    quiet_false_alarms()
+    quiet_false_alarms()  # idempotent: one filter
+    log = logging.getLogger("kafka.net.selector")
+    assert len(log.filters) == 1
+    with caplog.at_level(logging.WARNING, logger="kafka.net.selector"):
+        log.warning("Task %r ran for 0.2s (>0.1s threshold). It is blocking the event loop", 1)
+        log.warning("connection to node 1 lost")
+    assert [r.getMessage() for r in caplog.records] == ["connection to node 1 lost"]

@@ -33,7 +33,7 @@ from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.models import make_model
 from streamcal.stream.pending import RecentIds, WaitingRoom
-from streamcal.stream.sink import Outbox, ProducerProcess
+from streamcal.stream.sink import Outbox, ProducerProcess, quiet_false_alarms
 
 _merge_square = SCALAR_MERGES["square"]
 
@@ -420,6 +420,7 @@ class Processor:
         # process-wide). Measured: -5% CPU per event for `streamcal run`, more in a process
         # with a bigger heap (in process with the benchmark: main thread 148-163 -> 106-126
         # µs/event).
+        quiet_false_alarms()
         gc_threshold = gc.get_threshold()
         consumer = self._out = None
         try:

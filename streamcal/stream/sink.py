@@ -20,6 +20,7 @@ The outputs are produced in the order sent, by one idempotent producer at a time
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pickle
@@ -35,6 +36,7 @@ log = logging.getLogger("streamcal.stream")
 
 _FLUSH_EVERY = 50_000  # outputs kept for re-sending before a flush is forced
 _BATCH = 512  # records per message to the child process
+_PIPE_SIZE = 1 << 20  # bytes buffered in the pipe to the child (64 KiB by default)
 
 
 def make_producer(settings: dict):
@@ -141,6 +143,10 @@ class ProducerProcess:
         self._in = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
         self._proc.stdin.close()
         self._proc.stdout.close()
+        try:  # Linux: room for ~8k records, so a pause of the child does not stall us at once
+            fcntl.fcntl(self._out.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        except (AttributeError, OSError):  # not Linux, or above /proc/sys/fs/pipe-max-size
+            pass
         self._buf: list = []
         # The child logs at the processor's level (the CLI's --log-level).
         self._request(("start", settings, logging.getLogger().getEffectiveLevel()))
@@ -227,7 +233,7 @@ def _child() -> None:
             logging.basicConfig(
                 level=msg[2], format="%(asctime)s %(name)s (producer process) %(message)s"
             )
-            logging.getLogger("kafka.net.selector").addFilter(_not_slow_task)
+            quiet_false_alarms()
             try:
                 outbox = Outbox(msg[1])
             except Exception as exc:  # noqa: BLE001 - reported to the processor
@@ -241,10 +247,19 @@ def _child() -> None:
             return
 
 
+def quiet_false_alarms() -> None:
+    """Drop kafka-python's "Task ... is blocking the event loop" warnings (idempotent).
+
+    It times its I/O tasks by the wall clock, so a task that waited for the GIL or for a
+    CPU (the processor, its producer process and the broker share the machine) is reported
+    as blocking: a false alarm for us, seen about once a second under load.
+    """
+    selector = logging.getLogger("kafka.net.selector")
+    if _not_slow_task not in selector.filters:
+        selector.addFilter(_not_slow_task)
+
+
 def _not_slow_task(record: logging.LogRecord) -> bool:
-    # kafka-python times its I/O tasks by the wall clock, so a task that waited for the
-    # GIL or a CPU (the child shares the machine with the processor and the broker) is
-    # reported as "blocking the event loop": a false alarm here, and one per second.
     return "blocking the event loop" not in record.getMessage()
 
 
