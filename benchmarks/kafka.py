@@ -240,8 +240,9 @@ def kafka_split(bootstrap, topics, n, rounds: int = 2) -> dict:
                 metrics_file="none", producer_process=child,
             )  # fmt: skip
             proc = Processor(config)
-            if not consume:
-                proc._make_consumer = lambda: MemoryConsumer(topics, n)
+            if not consume:  # built before the clock starts: generating records is not ours
+                memory = MemoryConsumer(topics, n)
+                proc._make_consumer = lambda memory=memory: memory
             if not produce:
                 proc._send = lambda topic, key, value: None
             proc.state.clf.predict_interval_one({"x0": 0.0})  # load the numba kernels first
