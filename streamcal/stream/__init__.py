@@ -9,6 +9,7 @@ Modules, one idea each:
 * ``pending`` -- bounded waiting rooms: events for labels, early labels for events.
 * ``processor`` -- the loop: predict, produce, join, learn, metric lines, checkpoints.
 * ``checkpoint`` -- atomic, HMAC-authenticated checkpoints.
+* ``sink`` -- producing outputs: the outbox and the producer process that runs it.
 * ``deadletter`` -- dead-letter records (original bytes, source, reason).
 * ``models`` -- scoring-model presets and ``module:function``.
 * ``broker`` -- ``LocalBroker``: a local tansu broker for the demo and the tests.
