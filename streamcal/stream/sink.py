@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -138,7 +137,7 @@ class ProducerProcess:
             stdout=subprocess.PIPE,
             close_fds=True,
         )
-        # Connection framing (length-prefixed pickles) over the child's stdin and stdout.
+        # Connections (length-prefixed pickles) over the child's stdin and stdout.
         self._out = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
         self._in = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
         self._proc.stdin.close()
@@ -159,15 +158,15 @@ class ProducerProcess:
     def ship(self) -> None:
         if self._buf:
             try:
-                self._out.send_bytes(pickle.dumps(self._buf, pickle.HIGHEST_PROTOCOL))
+                self._out.send(self._buf)
             except OSError as exc:
                 raise RuntimeError(f"the producer process is gone ({exc!r})") from None
             self._buf = []
 
     def _request(self, msg) -> None:
         try:
-            self._out.send_bytes(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
-            reply = pickle.loads(self._in.recv_bytes())
+            self._out.send(msg)
+            reply = self._in.recv()
         except (OSError, EOFError) as exc:
             raise RuntimeError(
                 f"the producer process is gone (exit code {self._proc.poll()}, {exc!r})"
@@ -205,10 +204,7 @@ def _child() -> None:
     out = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
     outbox = None
-
-    def reply(value) -> None:
-        out.send_bytes(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
-
+    reply = out.send
     while True:
         try:
             # Wake up now and then to act on a failed send even while no records come.
@@ -216,7 +212,7 @@ def _child() -> None:
                 if outbox is not None and outbox.failed:
                     _try_flush(outbox)
                 continue
-            msg = pickle.loads(inp.recv_bytes())
+            msg = inp.recv()
         except EOFError:  # the processor is gone: deliver what we hold, then stop
             if outbox is not None:
                 _try_flush(outbox)
