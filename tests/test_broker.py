@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from streamcal.stream.broker import BrokerError, LocalBroker, find_tansu
+from streamcal.stream.broker import BrokerError, LocalBroker, _port_bindable, find_tansu
 
 pytestmark = pytest.mark.kafka
 
@@ -71,25 +71,16 @@ def test_created_topic_keeps_partition_count(kafka_broker, unique_topics):
         consumer.close()
 
 
-def _port_free(host, port):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-            return True
-        except OSError:
-            return False
-
-
 def test_clean_stop():
     broker = LocalBroker().start()
     proc, port, log_dir = broker._proc, broker.port, broker.log_path.parent
-    assert proc.poll() is None and not _port_free(broker.host, port)
+    assert proc.poll() is None and not _port_bindable(broker.host, port)
     producer = KafkaProducer(**broker.client_config())
     producer.send("t", b"x").get(10)
     producer.close()
     broker.stop()
     assert proc.poll() is not None  # process gone
-    assert _port_free("127.0.0.1", port)  # port free again
+    assert _port_bindable("127.0.0.1", port)  # port free again
     assert not log_dir.exists()  # temp dir removed
     broker.stop()  # idempotent
 
