@@ -102,7 +102,9 @@ def main() -> None:
             settings={k: v for k, v in settings(mode, "").items() if k != "state_dir"},
             records=recs[cut:],
             predictions=[orjson.loads(v) for t, v in sent if t == "streamcal.predictions"],
-            dead_letters=[orjson.loads(v)["reason"] for t, v in sent if t != "streamcal.predictions"],
+            dead_letters=[
+                orjson.loads(v)["reason"] for t, v in sent if t != "streamcal.predictions"
+            ],
             counts=st.counts,
             offsets={f"{t}:{p}": o for (t, p), o in st.offsets.items()},
             pending=len(st.pending),
