@@ -5,10 +5,11 @@ events and labels topics (``subscribe``), and the group coordinator spreads the
 partitions over them. The range assignor gives every member the same partition numbers
 of both topics when they have the same partition count, so each member holds whole
 units (partition p of the events with partition p of the labels). ``GroupMembership``
-turns kafka-python's rebalance callbacks into calls of the processor's ``release`` (the
-units revoked: stop, flush, checkpoint, let go) and ``adopt`` (the units assigned:
-restore and seek), and counts generations so that records polled across a rebalance are
-dropped and read again from the units' offsets.
+turns kafka-python's rebalance callbacks into a call of the processor's ``release`` (the
+units revoked: stop, flush, checkpoint, let go, before the callback returns) and a list
+of new units that the processor's loop adopts (restore and seek; outside the callback,
+which blocks the heartbeats), and counts generations so that records polled across a
+rebalance are dropped and read again from the units' offsets.
 
 ``--scope global``: one instance runs the one unit over every partition (``assign``).
 ``GlobalLock`` keeps a second one from calibrating too: it joins the group over the
@@ -60,15 +61,19 @@ class GroupMembership:
     so they are kept in ``error`` and raised by the processor's loop.
     """
 
-    def __init__(self, consumer, events: str, labels: str, release, adopt):
+    def __init__(self, consumer, events: str, labels: str, release):
         from kafka import ConsumerRebalanceListener
 
         self.consumer = consumer
         self.events, self.labels = events, labels
-        self._release, self._adopt = release, adopt
+        self._release = release
         self.generation = 0  # bumped at every change of assignment
         self.error: Exception | None = None
-        self.units: set[int] = set()
+        self.units: set[int] = set()  # assigned (adopted by the processor, or to be)
+        self._new: set[int] = set()  # assigned, not yet adopted
+        # False from a revocation to the next assignment: nothing may be read meanwhile
+        # (kafka-python still reports the revoked partitions as assigned).
+        self.settled = False
         membership = self
 
         class _Listener(ConsumerRebalanceListener):
@@ -82,7 +87,9 @@ class GroupMembership:
 
     def _revoked(self, revoked) -> None:
         self.generation += 1
+        self.settled = False
         gone = sorted({tp.partition for tp in revoked} & self.units)
+        self._new -= set(gone)
         try:
             if gone:
                 self._release(gone)
@@ -93,6 +100,7 @@ class GroupMembership:
 
     def _assigned(self, assigned) -> None:
         self.generation += 1
+        self.settled = True
         ev = {tp.partition for tp in assigned if tp.topic == self.events}
         lab = {tp.partition for tp in assigned if tp.topic == self.labels}
         try:
@@ -102,12 +110,25 @@ class GroupMembership:
                     f"the group assigned events partitions {sorted(ev)} but labels partitions "
                     f"{sorted(lab)} to this instance (not co-partitioned: {n} each?); refusing"
                 )
-            new = sorted(ev - self.units)
-            if new:
-                self._adopt(new)
-            self.units |= set(new)
+            new = ev - self.units
+            self._new |= new
+            self.units |= new
         except Exception as exc:  # noqa: BLE001 - raised by the loop
             self.error = exc
+
+    def take_new(self) -> list[int]:
+        """The units assigned since the last call, for the processor to adopt."""
+        new, self._new = sorted(self._new), set()
+        return new
+
+    def partitions(self) -> list:
+        """The TopicPartitions of the assigned units (both topics), once settled."""
+        from kafka import TopicPartition
+
+        if not self.settled:
+            return []
+        units = sorted(self.units)
+        return [TopicPartition(t, p) for t in (self.events, self.labels) for p in units]
 
     def subscribe(self) -> None:
         self.consumer.subscribe([self.events, self.labels], listener=self.listener)

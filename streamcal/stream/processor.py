@@ -81,11 +81,17 @@ class Processor:
         self._on_metrics = None
         self._metrics_out = None
         self.merge_stalls = 0
+        self.restore_seconds = 0.0  # how long the last adoption of units took
         if config.scope == "global":
             state = self._local_store(None)
             state = state.load() if state is not None else None
             self.restored = state is not None
             self.units[None] = self._unit(None, state)
+        else:
+            # Units come with the group's assignment; one made now checks the model and
+            # loads the learner's modules before the instance joins (not while a rebalance
+            # waits for it).
+            CalibrationUnit(config, None)
         now = time.monotonic()
         self._rate_marks: dict = {u: (now, unit.counts["events"]) for u, unit in self.units.items()}
         self._last_line_at = self._last_checkpoint_at = now
@@ -119,33 +125,42 @@ class Processor:
         return CalibrationUnit.from_state(state, self.config, send, self._emit_metrics)
 
     def _adopt(self, units: list[int]) -> None:
-        """Restore the newest checkpoint of each unit (local, else the state topic)."""
+        """Restore the newest checkpoint of each unit: the local one or the state topic's,
+        whichever covers more input (the local one may be stale, from an earlier turn)."""
         t = time.monotonic()
-        states = {}
+        states, source = {}, {}
         for u in units:
             store = self._local_store(u)
             states[u] = store.load() if store is not None else None
-        missing = [u for u in units if states[u] is None]
-        if missing and self._state_topic is not None:
-            states.update(self._state_topic.restore(missing))
+            source[u] = "local" if states[u] is not None else "new"
+        if self._state_topic is not None:
+            for u, state in self._state_topic.restore(units).items():
+                if states[u] is None or _covered(state) > _covered(states[u]):
+                    states[u], source[u] = state, "state topic"
         now = time.monotonic()
         for u in units:
             self.units[u] = self._unit(u, states.get(u))
             self._rate_marks[u] = (now, self.units[u].counts["events"])
+        self.restore_seconds = time.monotonic() - t
         log.info(
-            "adopted units %s (%d restored) in %.3f s",
-            units, sum(s is not None for s in states.values()), time.monotonic() - t,
+            "adopted units %s (from the state topic: %s; local: %s; new: %s) in %.3f s",
+            units, *([u for u in units if source[u] == k] for k in ("state topic", "local", "new")),
+            self.restore_seconds,
         )  # fmt: skip
 
     def _release(self, units: list[int]) -> None:
         """Flush the units' outputs, checkpoint them, and let them go."""
+        units = [u for u in units if u in self.units]  # assigned but never adopted: nothing
+        if not units:
+            return
         if self._out is not None:
             self._out.flush()
         for u in units:
             self._save(self.units[u])
         if self._out is not None and self._state_topic is not None:
             self._out.flush()
-        self._commit([self.units[u] for u in units])
+        # No offset commit here: this runs in kafka-python's I/O thread, where the
+        # consumer cannot block; the checkpoints above are what the next owner resumes from.
         for u in units:
             del self.units[u]
             self._dirty.discard(u)
@@ -376,6 +391,7 @@ class Processor:
                     cfg.kafka_client_settings(), cfg.state_topic, cfg.group_id, self._key,
                     self._out, cfg.state_chunk_bytes,
                 )  # fmt: skip
+                self._state_topic.create()
             self._consumer = consumer = self._make_consumer()
             gc.freeze()
             gc.set_threshold(max(gc_threshold[0], _GC_GEN0), *gc_threshold[1:])
@@ -388,7 +404,7 @@ class Processor:
 
                 check_copartitioned(consumer, cfg.events_topic, cfg.labels_topic)
                 self._membership = GroupMembership(
-                    consumer, cfg.events_topic, cfg.labels_topic, self._release, self._adopt
+                    consumer, cfg.events_topic, cfg.labels_topic, self._release
                 )
                 self._membership.subscribe()
                 merge = None
@@ -396,6 +412,8 @@ class Processor:
         finally:
             gc.set_threshold(*gc_threshold)
             gc.unfreeze()
+            if self._membership is not None:  # the final checkpoint is written: no release
+                self._membership._release = lambda units: None
             try:
                 if consumer is not None:
                     consumer.close(autocommit=False)
@@ -429,9 +447,14 @@ class Processor:
                 if membership.error is not None:
                     raise membership.error
                 if membership.generation != generation:
-                    # A new assignment: a new merge over it, from the units' offsets.
+                    # A new assignment: restore the new units (here, not in the rebalance
+                    # callback, which blocks the heartbeats), then a new merge over the
+                    # assignment, from the units' offsets.
                     generation = membership.generation
-                    tps = sorted(consumer.assignment(), key=lambda tp: (tp.topic, tp.partition))
+                    new = membership.take_new()
+                    if new:
+                        self._adopt(new)
+                    tps = membership.partitions()
                     merge = self._merge(consumer, tps) if tps else None
                     last_record_at = time.monotonic()
                 if merge is None:
@@ -501,3 +524,8 @@ class Processor:
         """Checkpoint every unit held (the final checkpoint)."""
         self._dirty = set(self.units)
         self.checkpoint()
+
+
+def _covered(state: dict) -> int:
+    """How much input a unit's state covers: the sum of its next offsets."""
+    return sum(o for _, _, o in state["offsets"])
