@@ -145,6 +145,73 @@ def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
     return predictions(bootstrap, ref["predictions"], n), final_states(bootstrap, ref)
 
 
+def start(bootstrap, topics, tmp_path, i: int, **extra):
+    """A `streamcal run --scope partition` process, logging at INFO to log-<i>.txt."""
+    log_path = tmp_path / f"log-{i}.txt"
+    s = settings(bootstrap, topics, state_dir=tmp_path / f"state-{i}", instance_id=f"i{i}",
+                 metrics_file=tmp_path / f"metrics-{i}.jsonl", **extra)  # fmt: skip
+    with open(log_path, "w") as err:
+        proc = subprocess.Popen(_cli(s, "--log-level", "INFO"), env=_env(), stderr=err,
+                                stdout=subprocess.DEVNULL)  # fmt: skip
+    return proc, log_path
+
+
+def stop_all(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        assert p.wait(timeout=60) in (0, -signal.SIGKILL)
+
+
+def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_topics, tmp_path):
+    n = 2000
+    events, labels = stream(n, seed=5)
+    cut = T0 + 10 * (n // 2)
+
+    def records(t, half=None):
+        out = [(t["events"], k, v, ts) for k, v, ts in events]
+        out += [(t["labels"], k, v, ts) for k, v, ts in labels]
+        out += bad_records(t)
+        if half is not None:
+            out = [r for r in out if (r[3] < cut) == (half == 0)]
+        return sorted(out, key=lambda r: r[3])
+
+    want, want_states = reference(kafka_broker, unique_topics, records, n)
+    run = topics_for(unique_topics, "join")
+    create_topics(kafka_broker, [run["events"], run["labels"]])
+    produce(kafka_broker, records(run, 0))
+    procs = []
+    try:
+        proc, first_log = start(kafka_broker, run, tmp_path, 0)
+        procs.append(proc)
+        wait(lambda: held_units(first_log) == set(range(P)), 60, "the first instance")
+        # It works through the first half, then a second instance joins.
+        wait(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
+        proc, second_log = start(kafka_broker, run, tmp_path, 1)
+        procs.append(proc)
+        wait(lambda: held_units(second_log), 90, "the joiner's units")
+        assert held_units(first_log) | held_units(second_log) == set(range(P))
+        assert not held_units(first_log) & held_units(second_log)
+        produce_at_once(kafka_broker, records(run, 1))
+        got = predictions(kafka_broker, run["predictions"], n)
+        stop_all(procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert len(got) == n and got == want  # no prediction lost, none different
+    states = final_states(kafka_broker, run)
+    for u in range(P):  # each label joined once: the same counts as the reference
+        assert states[u]["counts"] == want_states[u]["counts"], u
+    assert sum(s["counts"]["labels"] for s in states.values()) == len(labels)
+    reasons = [
+        orjson.loads(r.value)["reason"] for r in read_topic(kafka_broker, run["dead_letters"])
+    ]
+    assert not [r for r in reasons if "duplicate" in r], reasons
+
+
 def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
     kafka_broker, unique_topics, tmp_path
 ):
@@ -187,7 +254,7 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
         shutil.rmtree(dirs[0])
         killed_at = time.monotonic()
         seen = [len(open(x).readlines()) for x in logs]
-        rest = (events[len(first):], [lab for lab in labels if lab[2] >= cut])
+        rest = (events[len(first) :], [lab for lab in labels if lab[2] >= cut])
         produce_at_once(kafka_broker, records(run, rest))
         # The survivors take the victim's units over (from the state topic).
         wait(lambda: held_units(logs[1]) | held_units(logs[2]) == set(range(P)), 60, "takeover")
