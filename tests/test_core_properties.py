@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
-from streamcal.core._kernels import hull_room
+from streamcal.core.store._kernels import hull_room
 
 TOL = 1e-12
 
@@ -126,7 +126,7 @@ def test_larger_random_streams(seed, regime):
 
 def assert_chunk_hulls_fresh(store):
     """Every chunk hull kept by incremental updates equals one recomputed from scratch."""
-    from streamcal.core import _kernels as K
+    from streamcal.core.store import _kernels as K
 
     m = int(store._META[K.M_M])
     for cid in store._ORD[:m]:

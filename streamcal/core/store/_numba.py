@@ -1,21 +1,12 @@
-"""ScoreStore: the sorted (score, label) store that answers Venn-Abers queries exactly.
+"""The numba ScoreStore backend: compiled kernels (``_kernels.py``) over a chunked sorted
+list of tie-pooled groups with per-chunk lower hulls, plus the PAVA blocks.
 
-Every answer equals the definition (two isotonic fits with the test point added, ties
-pooled) over the pairs held at that moment; the fast path never approximates.
-
-How: the distinct scores are kept as tie-pooled groups in a chunked sorted list, each chunk
+The distinct scores are kept as tie-pooled groups in a chunked sorted list, each chunk
 (and each run of chunks) with the lower convex hull of its own cumulative sum diagram, plus
 the PAVA blocks of the whole set. A query reads one block (only hull vertices where it
 covers whole chunks) and an update checks, or if needed re-fits, only the block it lands
 in. Counts are int64 and slopes are compared by cross-multiplication, so every answer is an
-exact fraction divided once. The kernels are in ``streamcal.core._kernels`` (numba,
-compiled once and cached on disk).
-
-Speed (benchmarks/store.py, median µs per query + add, 2-core machine under load): ~3.5-5
-at 10^4, ~7 at 10^6, ~11-15 at 10^7 for smooth calibration curves; a flat curve (labels
-independent of scores, one block of size Θ(n)) ~15 at 10^6 and ~140 at 10^7. A sliding
-window of 10^4 pairs (query + add + remove the oldest) ~5-6 per event. Bulk building 10^6
-pairs takes ~0.1 s. Memory ~65 bytes per distinct score (635 MiB at 10^7).
+exact fraction divided once. The kernels compile once and are cached on disk.
 """
 
 from __future__ import annotations
@@ -23,10 +14,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streamcal.core import _kernels as K
-from streamcal.core._validate import check_arrays, check_label, check_score, check_test_scores
+from streamcal.core.store import ScoreStore
+from streamcal.core.store import _kernels as K
+from streamcal.core.validate import check_label, check_score, check_test_scores
 
-__all__ = ["ScoreStore"]
+__all__ = ["NumbaStore"]
 
 _MIN_CHUNKS = 8
 _MIN_PAIRS = 64  # pairs the hull scratch of a new store serves before it grows
@@ -52,42 +44,14 @@ def _entries(S):
     return entries
 
 
-class ScoreStore:
-    """Multiset of (score, label) pairs answering (p0, p1) for a new score.
+class NumbaStore(ScoreStore):
+    """ScoreStore on the numba kernels (see the module docstring); built by ``ScoreStore``."""
 
-    ``query(x)`` returns the Venn-Abers pair: p0 (p1) is the isotonic fit at ``x`` after
-    adding ``(x, 0)`` (``(x, 1)``) to the pairs held, equal scores pooled. An empty store
-    answers ``(0.0, 1.0)``; a score above every held score gets p1 = 1, below every held
-    score p0 = 0.
+    backend = "numba"
 
-    >>> store = ScoreStore()
-    >>> store.query(0.5)
-    (0.0, 1.0)
-    >>> for s, y in [(0.1, 0), (0.2, 1), (0.8, 0), (0.9, 1)]:
-    ...     store.add(s, y)
-    >>> store.query(0.5)
-    (0.3333333333333333, 0.6666666666666666)
-    >>> len(store)
-    4
-    >>> store.remove(0.9, 1)
-    >>> p0, p1 = store.query_many([0.5, 1.0])
-    >>> p0.tolist(), p1.tolist()
-    ([0.3333333333333333, 0.3333333333333333], [0.6666666666666666, 1.0])
-    >>> store.remove(0.9, 1)
-    Traceback (most recent call last):
-    ...
-    ValueError: pair (0.9, 1) is not in the store
-
-    Bulk building sorts once:
-
-    >>> big = ScoreStore.from_arrays([0.3, 0.1, 0.3], [1, 0, 0])
-    >>> big.to_arrays()
-    (array([0.1, 0.3, 0.3]), array([0, 0, 1]))
-    """
-
-    def __init__(self, *, _chunk: int = K.CAP):
+    def __init__(self, *, backend=None, _chunk=None):
         # _chunk: groups per chunk, a tuning knob (tests use tiny chunks to exercise splits)
-        self._chunk = int(_chunk)
+        self._chunk = K.CAP if _chunk is None else int(_chunk)
         self._alloc(_MIN_CHUNKS, 16)
 
     # ------------------------------------------------------------------ state
@@ -164,9 +128,12 @@ class ScoreStore:
             code = K.fix_blocks(self._S, x)
 
     @classmethod
-    def _from_groups(cls, t, w, s, chunk: int = K.CAP) -> ScoreStore:
+    def _from_groups(cls, t, w, s, chunk=None) -> NumbaStore:
         store = cls.__new__(cls)
-        store._chunk = int(chunk)
+        store._chunk = K.CAP if chunk is None else int(chunk)
+        t = np.ascontiguousarray(t, np.float64)
+        w = np.ascontiguousarray(w, np.int64)
+        s = np.ascontiguousarray(s, np.int64)
         k = len(t)
         fill = max(store._chunk // 2, 1)
         nch = -(-k // fill)
@@ -208,7 +175,7 @@ class ScoreStore:
             K.build_hulls(store._S)
         return store
 
-    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _groups_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = int(self._META[K.M_K])
         t = np.empty(k, np.float64)
         w = np.empty(k, np.int64)
@@ -218,19 +185,8 @@ class ScoreStore:
 
     # ------------------------------------------------------------------ public API
 
-    @classmethod
-    def from_arrays(cls, scores, labels, *, _chunk: int = K.CAP) -> ScoreStore:
-        """A store holding the given pairs, built in O(n log n) (one sort)."""
-        s, y = check_arrays(scores, labels)
-        t, inverse, w = np.unique(s, return_inverse=True, return_counts=True)
-        ones = np.bincount(inverse.ravel(), weights=y, minlength=len(t)).astype(np.int64)
-        return cls._from_groups(t, w.astype(np.int64), ones, _chunk)
-
     def __len__(self) -> int:
         return int(self._META[K.M_N])
-
-    def __repr__(self) -> str:
-        return f"ScoreStore(n={len(self)}, distinct={int(self._META[K.M_K])})"
 
     def add(self, score, label) -> None:
         """Add one (score, label) pair; ``ValueError`` (store unchanged) on bad input."""
@@ -243,21 +199,6 @@ class ScoreStore:
             code = self._add(self._S, x, y)
         if code:
             self._fix_blocks(code, x)
-
-    def add_many(self, scores, labels) -> None:
-        """Add many pairs at once; all are checked before any is added."""
-        s, y = check_arrays(scores, labels)
-        if len(s) <= 64 and len(s) * 64 <= len(self):
-            for si, yi in zip(s.tolist(), y.tolist(), strict=True):
-                self.add(si, yi)
-            return
-        t0, w0, s0 = self._groups()
-        merged = ScoreStore.from_arrays(
-            np.concatenate([np.repeat(t0, w0), s]),
-            np.concatenate([_labels(w0, s0), y]),
-            _chunk=self._chunk,
-        )
-        self.__dict__.update(merged.__dict__)
 
     def remove(self, score, label) -> None:
         """Remove one held pair; ``ValueError`` (store unchanged) if it is not held."""
@@ -287,28 +228,5 @@ class ScoreStore:
         """Remove every pair."""
         self._alloc(_MIN_CHUNKS, 16)
 
-    def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """All pairs held, sorted by score (label 0 before 1 within a score)."""
-        t, w, s = self._groups()
-        return np.repeat(t, w), _labels(w, s)
-
-    def __getstate__(self):
-        # numba-independent plain arrays: the groups; blocks and hulls are rebuilt on load
-        t, w, s = self._groups()
-        return {"version": 1, "t": t, "w": w, "s": s, "chunk": self._chunk}
-
-    def __setstate__(self, state):
-        store = ScoreStore._from_groups(state["t"], state["w"], state["s"], state["chunk"])
-        self.__dict__.update(store.__dict__)
-
-
-def _labels(w: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Labels of the expanded groups: per group, w - s zeros then s ones."""
-    zeros = w - s
-    flags = np.empty(2 * len(w), np.int64)
-    flags[0::2] = 0
-    flags[1::2] = 1
-    counts = np.empty(2 * len(w), np.int64)
-    counts[0::2] = zeros
-    counts[1::2] = s
-    return np.repeat(flags, counts)
+    def _chunk_size(self) -> int:
+        return self._chunk
