@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from streamcal.core.isotonic import pava
 from streamcal.core.store import ScoreStore
 from streamcal.core.store import _kernels as K
 from streamcal.core.validate import check_label, check_score, check_test_scores
@@ -230,3 +231,59 @@ class NumbaStore(ScoreStore):
 
     def _chunk_size(self) -> int:
         return self._chunk
+
+    def _check(self) -> None:
+        """Recompute what the kernels maintain incrementally and compare; AssertionError on
+        any difference. For tests (as sortedcontainers' ``_check``).
+
+        Checks: chunk order and first scores, cumulative sums against the groups, every
+        chunk hull against one built from scratch, every fresh super-chunk's totals and
+        hull against a refresh, and the blocks: the fit they define (each block's mean on
+        its groups) equals PAVA's from scratch. Blocks of equal means may stay apart here
+        (the kernels merge only on a strict violation), so the fit is compared, not the
+        partition.
+        """
+        meta = self._META
+        m, k, n = int(meta[K.M_M]), int(meta[K.M_K]), int(meta[K.M_N])
+        ords = self._ORD[:m]
+        assert len(set(ords.tolist())) == m, "a chunk id is used twice"
+        t, w, s = self._groups_arrays()
+        assert len(t) == k and int(w.sum()) == n and (w >= 1).all() and (s >= 0).all()
+        assert (s <= w).all() and (np.diff(t) > 0).all(), "groups out of order or invalid"
+        for pos, cid in enumerate(ords.tolist()):
+            size = int(self._CM[cid, 0])
+            assert 0 < size < self._T.shape[1] and self._FIRST[pos] == self._T[cid, 0]
+            assert self._CC[cid, 0, 0] == 0 and self._CC[cid, 1, 0] == 0
+        # chunk hulls: recompute each from scratch in copies and compare
+        hv, cm = self._HV.copy(), self._CM.copy()
+        for cid in ords.tolist():
+            K._chunk_hull(self._CC, hv, cm, cid, 0)
+            h = int(cm[cid, 1])
+            assert self._CM[cid, 1] == h, f"chunk {cid}: hull length {self._CM[cid, 1]} != {h}"
+            np.testing.assert_array_equal(self._HV[cid, :, :h], hv[cid, :, :h])
+        # super-chunks: partition the chunks; fresh ones hold what a refresh computes
+        ns = int(meta[K.M_NS])
+        assert self._SP[0, 0] == 0 and self._SP[ns, 0] == m
+        assert (np.diff(self._SP[: ns + 1, 0]) > 0).all(), "an empty or misordered super-chunk"
+        si, sh, shj = self._SI.copy(), self._SH.copy(), self._SHJ.copy()
+        for g in range(ns):
+            sid = int(self._SP[g, 1])
+            if self._SI[sid, 2] >= 0:
+                K._refresh_super(self._CC, self._HV, self._CM, self._ORD, self._SP, si, sh, shj, g)
+                np.testing.assert_array_equal(self._SI[sid], si[sid])
+                h = int(si[sid, 2])
+                np.testing.assert_array_equal(self._SH[sid, :, :h], sh[sid, :, :h])
+        # blocks: ends increasing, totals adding up, and the fit equal to PAVA's
+        nb = int(meta[K.M_NB])
+        ends, bws = self._BT[:nb], self._BWS[:nb]
+        assert (np.diff(ends) > 0).all() and int(bws[:, 0].sum()) == n
+        got = np.repeat(np.arange(nb), np.diff(np.searchsorted(t, ends, side="right"), prepend=0))
+        assert len(got) == k, "block ends are not group scores"
+        fit_num, fit_den = bws[got, 1], bws[got, 0]
+        want_num, want_den = np.empty(k, np.int64), np.empty(k, np.int64)
+        i = 0
+        for groups, count, ones in pava(w, s):
+            want_num[i : i + groups] = ones
+            want_den[i : i + groups] = count
+            i += groups
+        assert (fit_num * want_den == want_num * fit_den).all(), "blocks differ from PAVA's fit"

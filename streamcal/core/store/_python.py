@@ -116,7 +116,8 @@ class PythonStore(ScoreStore):
         of a split, or the two joined ones); every other sublist is the same list object
         as before, and its arrays are kept.
         """
-        old = {id(lst): (lst, cw, cs) for lst, cw, cs in zip(self._built, self._cw, self._cs, strict=True)}
+        built = zip(self._built, self._cw, self._cs, strict=True)
+        old = {id(lst): (lst, cw, cs) for lst, cw, cs in built}
         cws, css = [], []
         for p, lst in enumerate(self._groups._lists):
             hit = old.get(id(lst))
