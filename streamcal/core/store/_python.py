@@ -7,19 +7,21 @@ Layout:
 * groups: the distinct scores in a ``SortedList`` and their counts / ones in two dicts
   (the truth, from which everything else can be rebuilt);
 * per sublist of the SortedList (a *chunk*, ~``load`` groups), the cumulative counts and
-  ones of its groups as two int64 arrays of length L + 1 (the chunk's cumulative sum
-  diagram, CSD). They follow the sublists: an add or remove updates one chunk's arrays;
-  when the SortedList splits or joins sublists the chunks around it are rebuilt from
-  the dicts (once every ~``load / 2`` updates);
+  ones of its groups as two float64 arrays of length L + 1 (the chunk's cumulative sum
+  diagram, CSD), integers held exactly (float arithmetic on them is cheaper than int64's).
+  They follow the sublists: an add or remove updates one chunk's arrays; when the
+  SortedList splits or joins sublists, the chunks around it are rebuilt from the dicts
+  (once every ~``load / 2`` updates);
 * the PAVA blocks (maximal level sets of the isotonic fit) as three parallel lists: the
   score of each block's last group, its count and its number of ones.
 
 A *point* (pos, j) is the CSD point after the first j groups of chunk pos. Every scan
 reads the points of one block (or part of it) chunk by chunk, vectorised with numpy on
 each chunk's arrays: a query costs about (block size / load) numpy passes, never a pass
-over all n. Answers and tests are exact: counts are integers, the tests "is a point below
-a chord" are int64 products, and a slope is a float division of exact integers, compared
-as a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
+over all n. Answers and tests are exact: counts are integers (below 2^53 in every sum
+and product formed, so float64 holds them exactly), the tests "is a point below a chord"
+are products of integers, and a slope is a float division of exact integers, compared as
+a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
 far more than float64 rounding for D < 2^26, so with at most ``MAX_PAIRS`` pairs a float
 comparison of two slopes decides exactly what a cross-multiplication would, and the
 largest of rounded slopes is the rounded largest slope (rounding is monotone).
@@ -35,6 +37,9 @@ from sortedcontainers import SortedList
 from streamcal.core.isotonic import pava
 from streamcal.core.store import ScoreStore
 from streamcal.core.validate import check_label, check_score, check_test_scores
+
+_max = np.maximum.reduce  # ndarray.max() goes through a Python-level wrapper first
+_min = np.minimum.reduce
 
 __all__ = ["PythonStore"]
 
@@ -103,8 +108,8 @@ class PythonStore(ScoreStore):
     # ------------------------------------------------------------------ chunks
 
     def _chunk_arrays(self, lst):
-        cw = np.zeros(len(lst) + 1, np.int64)
-        cs = np.zeros(len(lst) + 1, np.int64)
+        cw = np.zeros(len(lst) + 1, np.float64)
+        cs = np.zeros(len(lst) + 1, np.float64)
         np.cumsum(np.fromiter(map(self._w.__getitem__, lst), np.int64, len(lst)), out=cw[1:])
         np.cumsum(np.fromiter(map(self._s.__getitem__, lst), np.int64, len(lst)), out=cs[1:])
         return cw, cs
@@ -185,7 +190,7 @@ class PythonStore(ScoreStore):
         point of the range (coordinates relative to (ps, js))."""
         best = -1.0
         for X, Y, bx, by in self._pieces(ps, js, pe, je):
-            v = float((((ay - by) - Y) / ((ax - bx) - X)).max())
+            v = float(_max(((ay - by) - Y) / ((ax - bx) - X)))
             if v > best:
                 best = v
         return best
@@ -195,7 +200,7 @@ class PythonStore(ScoreStore):
         point of the range (coordinates relative to (ps, js))."""
         best = 2.0
         for X, Y, bx, by in self._pieces(ps, js, pe, je):
-            v = float((((by - qy) + Y) / ((bx - qx) + X)).min())
+            v = float(_min(((by - qy) + Y) / ((bx - qx) + X)))
             if v < best:
                 best = v
         return best
@@ -214,7 +219,7 @@ class PythonStore(ScoreStore):
                 if pos == fs and fj > lo:
                     lo = fj
                 if lo <= hi:
-                    low = int((c[lo : hi + 1] * w - a[lo : hi + 1] * s).min())
+                    low = _min(c[lo : hi + 1] * w - a[lo : hi + 1] * s)
                     if low < bx * s - by * w:
                         return True
             if pos == pe:
@@ -261,12 +266,12 @@ class PythonStore(ScoreStore):
             hi = je if pos == pe else len(a) - 1
             if pos <= pd:
                 top = jd if pos == pd else hi
-                v = float((((ay - by) - c[lo : top + 1]) / ((ax - bx) - a[lo : top + 1])).max())
+                v = _max(((ay - by) - c[lo : top + 1]) / ((ax - bx) - a[lo : top + 1]))
                 if v > p1:
                     p1 = v
             if pos >= pc:
                 start = jc if pos == pc else lo
-                v = float(((by + c[start : hi + 1]) / ((bx + 1) + a[start : hi + 1])).min())
+                v = _min((by + c[start : hi + 1]) / ((bx + 1) + a[start : hi + 1]))
                 if v < p0:
                     p0 = v
             if pos == pe:
@@ -279,7 +284,7 @@ class PythonStore(ScoreStore):
             p1 = self._p1(x)
         if b > 0 and bs[b - 1] / bw[b - 1] > p0:
             p0 = self._p0(x)
-        return p0, p1
+        return float(p0), float(p1)
 
     def query_many(self, scores):
         x = check_test_scores(scores)
