@@ -59,30 +59,30 @@ class NumbaStore(ScoreStore):
 
     def _alloc(self, n_chunks: int, n_blocks: int, n_supers: int = _MIN_CHUNKS) -> None:
         cap = self._chunk
-        self._T = np.zeros((n_chunks, cap), np.float64)
-        self._CC = np.zeros((n_chunks, 2, cap + 1), np.int64)
-        self._HV = np.zeros((n_chunks, 3, K.HC), np.int64)
-        self._CM = np.zeros((n_chunks, 2), np.int64)
-        self._ORD = np.zeros(n_chunks, np.int64)
-        self._FIRST = np.zeros(n_chunks, np.float64)
-        self._FREE = np.zeros(n_chunks, np.int64)
-        self._BT = np.zeros(n_blocks, np.float64)
-        self._BWS = np.zeros((n_blocks, 2), np.int64)
-        self._META = np.zeros(K.META_SIZE, np.int64)
-        self._SP = np.zeros((n_supers + 1, 2), np.int64)
-        self._SI = np.full((n_supers, 3), -1, np.int64)
-        self._SH = np.zeros((n_supers, 2, K.HMAX), np.int64)
-        self._SHJ = np.zeros((n_supers, K.HMAX), np.int64)
-        self._SFREE = np.zeros(n_supers, np.int64)
+        self._scores = np.zeros((n_chunks, cap), np.float64)
+        self._sums = np.zeros((n_chunks, 2, cap + 1), np.int64)
+        self._hulls = np.zeros((n_chunks, 3, K.HC), np.int64)
+        self._lengths = np.zeros((n_chunks, 2), np.int64)
+        self._order = np.zeros(n_chunks, np.int64)
+        self._firsts = np.zeros(n_chunks, np.float64)
+        self._free_ids = np.zeros(n_chunks, np.int64)
+        self._block_ends = np.zeros(n_blocks, np.float64)
+        self._block_sums = np.zeros((n_blocks, 2), np.int64)
+        self._meta = np.zeros(K.META_SIZE, np.int64)
+        self._supers = np.zeros((n_supers + 1, 2), np.int64)
+        self._super_info = np.full((n_supers, 3), -1, np.int64)
+        self._super_hulls = np.zeros((n_supers, 2, K.HMAX), np.int64)
+        self._super_where = np.zeros((n_supers, K.HMAX), np.int64)
+        self._free_supers = np.zeros(n_supers, np.int64)
         self._set_scratch(_MIN_PAIRS)
         self._pack()
 
     def _set_scratch(self, pairs: int) -> None:
         # hull scratch for stores of up to `pairs` pairs (see K.hull_room); the caller packs
         room = K.hull_room(pairs)
-        self._HX = np.zeros((room, 2), np.int64)
-        self._HT = np.zeros(room, np.float64)
-        self._META[K.M_HCAP] = pairs
+        self._scratch = np.zeros((room, 2), np.int64)
+        self._scratch_scores = np.zeros(room, np.float64)
+        self._meta[K.M_HCAP] = pairs
 
     def _pack(self) -> None:
         # one object for the kernels (cheaper to pass than seventeen arrays)
@@ -97,30 +97,38 @@ class NumbaStore(ScoreStore):
 
     def _ensure_room(self) -> None:
         """Make sure one add can take a new chunk id and a new super-chunk id."""
-        meta = self._META
-        n = self._T.shape[0]
+        meta = self._meta
+        n = self._scores.shape[0]
         if meta[K.M_NIDS] == n and meta[K.M_NFREE] == 0:
             new = n + max(n // 2, _MIN_CHUNKS)
-            for name in ("_T", "_CC", "_HV", "_CM", "_ORD", "_FIRST", "_FREE"):
+            for name in (
+                "_scores",
+                "_sums",
+                "_hulls",
+                "_lengths",
+                "_order",
+                "_firsts",
+                "_free_ids",
+            ):
                 setattr(self, name, self._grown(getattr(self, name), new))
             self._pack()
-        n = self._SI.shape[0]
+        n = self._super_info.shape[0]
         if meta[K.M_NSIDS] == n and meta[K.M_NSFREE] == 0:
             new = n + max(n // 2, _MIN_CHUNKS)
-            self._SP = self._grown(self._SP, new + 1)
-            self._SI = self._grown(self._SI, new, -1)
-            self._SH = self._grown(self._SH, new)
-            self._SHJ = self._grown(self._SHJ, new)
-            self._SFREE = self._grown(self._SFREE, new)
+            self._supers = self._grown(self._supers, new + 1)
+            self._super_info = self._grown(self._super_info, new, -1)
+            self._super_hulls = self._grown(self._super_hulls, new)
+            self._super_where = self._grown(self._super_where, new)
+            self._free_supers = self._grown(self._free_supers, new)
             self._pack()
         if meta[K.M_N] >= meta[K.M_HCAP]:
             self._set_scratch(2 * int(meta[K.M_N]))
             self._pack()
 
     def _grow_blocks(self, needed: int) -> None:
-        new = max(needed, 2 * self._BT.shape[0])
-        self._BT = self._grown(self._BT, new)
-        self._BWS = self._grown(self._BWS, new)
+        new = max(needed, 2 * self._block_ends.shape[0])
+        self._block_ends = self._grown(self._block_ends, new)
+        self._block_sums = self._grown(self._block_sums, new)
         self._pack()
 
     def _fix_blocks(self, code: int, x: float) -> None:
@@ -145,17 +153,17 @@ class NumbaStore(ScoreStore):
             tt = np.concatenate([t, np.full(pad, t[-1])]).reshape(nch, fill)
             ww = np.concatenate([w, np.zeros(pad, np.int64)]).reshape(nch, fill)
             ss = np.concatenate([s, np.zeros(pad, np.int64)]).reshape(nch, fill)
-            store._T[:nch, :fill] = tt
-            np.cumsum(ww, axis=1, out=store._CC[:nch, 0, 1 : fill + 1])
-            np.cumsum(ss, axis=1, out=store._CC[:nch, 1, 1 : fill + 1])
-            store._CM[:nch, 0] = fill
-            store._CM[nch - 1, 0] = k - (nch - 1) * fill
-            store._ORD[:nch] = np.arange(nch)
-            store._FIRST[:nch] = tt[:, 0]
-            store._SP[:nsup, 0] = np.arange(nsup) * K.SUPER
-            store._SP[:nsup, 1] = np.arange(nsup)
-            store._SP[nsup, 0] = nch
-            meta = store._META
+            store._scores[:nch, :fill] = tt
+            np.cumsum(ww, axis=1, out=store._sums[:nch, 0, 1 : fill + 1])
+            np.cumsum(ss, axis=1, out=store._sums[:nch, 1, 1 : fill + 1])
+            store._lengths[:nch, 0] = fill
+            store._lengths[nch - 1, 0] = k - (nch - 1) * fill
+            store._order[:nch] = np.arange(nch)
+            store._firsts[:nch] = tt[:, 0]
+            store._supers[:nsup, 0] = np.arange(nsup) * K.SUPER
+            store._supers[:nsup, 1] = np.arange(nsup)
+            store._supers[nsup, 0] = nch
+            meta = store._meta
             meta[K.M_M] = nch
             meta[K.M_NIDS] = nch
             meta[K.M_NS] = nsup
@@ -166,10 +174,10 @@ class NumbaStore(ScoreStore):
             bt = np.empty(k, np.float64)
             bws = np.empty((k, 2), np.int64)
             nb = K.pava_blocks(t, w, s, bt, bws)
-            store._BT = np.zeros(max(2 * nb, 16), np.float64)
-            store._BWS = np.zeros((max(2 * nb, 16), 2), np.int64)
-            store._BT[:nb] = bt[:nb]
-            store._BWS[:nb] = bws[:nb]
+            store._block_ends = np.zeros(max(2 * nb, 16), np.float64)
+            store._block_sums = np.zeros((max(2 * nb, 16), 2), np.int64)
+            store._block_ends[:nb] = bt[:nb]
+            store._block_sums[:nb] = bws[:nb]
             meta[K.M_NB] = nb
             store._set_scratch(max(2 * int(meta[K.M_N]), _MIN_PAIRS))
             store._pack()
@@ -177,7 +185,7 @@ class NumbaStore(ScoreStore):
         return store
 
     def _groups_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        k = int(self._META[K.M_K])
+        k = int(self._meta[K.M_K])
         t = np.empty(k, np.float64)
         w = np.empty(k, np.int64)
         s = np.empty(k, np.int64)
@@ -187,7 +195,7 @@ class NumbaStore(ScoreStore):
     # ------------------------------------------------------------------ public API
 
     def __len__(self) -> int:
-        return int(self._META[K.M_N])
+        return int(self._meta[K.M_N])
 
     def add(self, score, label) -> None:
         """Add one (score, label) pair; ``ValueError`` (store unchanged) on bad input."""
@@ -243,39 +251,51 @@ class NumbaStore(ScoreStore):
         (the kernels merge only on a strict violation), so the fit is compared, not the
         partition.
         """
-        meta = self._META
+        meta = self._meta
         m, k, n = int(meta[K.M_M]), int(meta[K.M_K]), int(meta[K.M_N])
-        ords = self._ORD[:m]
+        ords = self._order[:m]
         assert len(set(ords.tolist())) == m, "a chunk id is used twice"
         t, w, s = self._groups_arrays()
         assert len(t) == k and int(w.sum()) == n and (w >= 1).all() and (s >= 0).all()
         assert (s <= w).all() and (np.diff(t) > 0).all(), "groups out of order or invalid"
         for pos, cid in enumerate(ords.tolist()):
-            size = int(self._CM[cid, 0])
-            assert 0 < size < self._T.shape[1] and self._FIRST[pos] == self._T[cid, 0]
-            assert self._CC[cid, 0, 0] == 0 and self._CC[cid, 1, 0] == 0
+            size = int(self._lengths[cid, 0])
+            assert 0 < size < self._scores.shape[1] and self._firsts[pos] == self._scores[cid, 0]
+            assert self._sums[cid, 0, 0] == 0 and self._sums[cid, 1, 0] == 0
         # chunk hulls: recompute each from scratch in copies and compare
-        hv, cm = self._HV.copy(), self._CM.copy()
+        hv, cm = self._hulls.copy(), self._lengths.copy()
         for cid in ords.tolist():
-            K._chunk_hull(self._CC, hv, cm, cid, 0)
+            K._chunk_hull(self._sums, hv, cm, cid, 0)
             h = int(cm[cid, 1])
-            assert self._CM[cid, 1] == h, f"chunk {cid}: hull length {self._CM[cid, 1]} != {h}"
-            np.testing.assert_array_equal(self._HV[cid, :, :h], hv[cid, :, :h])
+            assert self._lengths[cid, 1] == h, (
+                f"chunk {cid}: hull length {self._lengths[cid, 1]} != {h}"
+            )
+            np.testing.assert_array_equal(self._hulls[cid, :, :h], hv[cid, :, :h])
         # super-chunks: partition the chunks; fresh ones hold what a refresh computes
         ns = int(meta[K.M_NS])
-        assert self._SP[0, 0] == 0 and self._SP[ns, 0] == m
-        assert (np.diff(self._SP[: ns + 1, 0]) > 0).all(), "an empty or misordered super-chunk"
-        si, sh, shj = self._SI.copy(), self._SH.copy(), self._SHJ.copy()
+        assert self._supers[0, 0] == 0 and self._supers[ns, 0] == m
+        assert (np.diff(self._supers[: ns + 1, 0]) > 0).all(), "an empty or misordered super-chunk"
+        si, sh, shj = self._super_info.copy(), self._super_hulls.copy(), self._super_where.copy()
         for g in range(ns):
-            sid = int(self._SP[g, 1])
-            if self._SI[sid, 2] >= 0:
-                K._refresh_super(self._CC, self._HV, self._CM, self._ORD, self._SP, si, sh, shj, g)
-                np.testing.assert_array_equal(self._SI[sid], si[sid])
+            sid = int(self._supers[g, 1])
+            if self._super_info[sid, 2] >= 0:
+                K._refresh_super(
+                    self._sums,
+                    self._hulls,
+                    self._lengths,
+                    self._order,
+                    self._supers,
+                    si,
+                    sh,
+                    shj,
+                    g,
+                )
+                np.testing.assert_array_equal(self._super_info[sid], si[sid])
                 h = int(si[sid, 2])
-                np.testing.assert_array_equal(self._SH[sid, :, :h], sh[sid, :, :h])
+                np.testing.assert_array_equal(self._super_hulls[sid, :, :h], sh[sid, :, :h])
         # blocks: ends increasing, totals adding up, and the fit equal to PAVA's
         nb = int(meta[K.M_NB])
-        ends, bws = self._BT[:nb], self._BWS[:nb]
+        ends, bws = self._block_ends[:nb], self._block_sums[:nb]
         assert (np.diff(ends) > 0).all() and int(bws[:, 0].sum()) == n
         got = np.repeat(np.arange(nb), np.diff(np.searchsorted(t, ends, side="right"), prepend=0))
         assert len(got) == k, "block ends are not group scores"
