@@ -377,29 +377,10 @@ def _take(scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, want
     return _push(scratch, scratch_scores, h, px, py, t, want_scores), bn, bd
 
 
-@njit(cache=True)
-def _partial(
-    scores,
-    sums,
-    hulls,
-    lengths,
-    cid,
-    jlo,
-    jhi,
-    bx,
-    by,
-    ws,
-    scratch,
-    scratch_scores,
-    h,
-    mode,
-    ax,
-    ay,
-    wm,
-    bn,
-    bd,
-):
-    """Take the candidates among points jlo..jhi of chunk cid; returns (h, bn, bd).
+@njit(cache=True, inline="always")
+def _partial(lengths, hulls, cid, jlo, jhi):
+    """Which points jlo..jhi of chunk cid can be candidates: (ja, ua, ub, jb) for the points
+    jlo..ja-1, the hull vertices ua..ub-1 and the points jb+1..jhi.
 
     A point strictly between two chunk-hull vertices that are both in the range lies on
     or above the segment joining them, so it is on the lower hull of no superset of the
@@ -414,33 +395,9 @@ def _partial(
     ub = ua
     while ub < nh and hulls[cid, 2, ub] <= jhi:
         ub += 1
-    t = np.nan
     if ub == ua:  # no vertex in the range (or no hull kept): every point
-        ja = jhi + 1
-        jb = jhi
-    else:
-        ja = hulls[cid, 2, ua]
-        jb = hulls[cid, 2, ub - 1]
-    for j in range(jlo, ja):
-        if ws:
-            t = scores[cid, j - 1]
-        px = bx + sums[cid, 0, j]
-        py = by + sums[cid, 1, j]
-        h, bn, bd = _take(scratch, scratch_scores, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
-    for u in range(ua, ub):
-        j = hulls[cid, 2, u]
-        if ws:
-            t = scores[cid, j - 1]
-        px = bx + hulls[cid, 0, u]
-        py = by + hulls[cid, 1, u]
-        h, bn, bd = _take(scratch, scratch_scores, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
-    for j in range(jb + 1, jhi + 1):
-        if ws:
-            t = scores[cid, j - 1]
-        px = bx + sums[cid, 0, j]
-        py = by + sums[cid, 1, j]
-        h, bn, bd = _take(scratch, scratch_scores, h, px, py, t, ws, mode, ax, ay, wm, bn, bd)
-    return h, bn, bd
+        return jhi + 1, ua, ub, jhi
+    return hulls[cid, 2, ua], ua, ub, hulls[cid, 2, ub - 1]
 
 
 @njit(cache=True)
@@ -560,27 +517,31 @@ def _scan(S, ps, js, pe, je, incl_start, want_scores, mode, ox, oy, ax, ay, wm):
             bx += hulls[cid, 0, nc]
             by += hulls[cid, 1, nc]
         else:
-            h, bn, bd = _partial(
-                scores,
-                sums,
-                hulls,
-                lengths,
-                cid,
-                jlo,
-                jhi,
-                bx,
-                by,
-                want_scores,
-                scratch,
-                scratch_scores,
-                h,
-                mode,
-                ax,
-                ay,
-                wm,
-                bn,
-                bd,
-            )
+            ja, ua, ub, jb = _partial(lengths, hulls, cid, jlo, jhi)
+            for j in range(jlo, ja):
+                if want_scores:
+                    t = scores[cid, j - 1]
+                px = bx + sums[cid, 0, j]
+                py = by + sums[cid, 1, j]
+                h, bn, bd = _take(
+                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
+                )
+            for u in range(ua, ub):
+                if want_scores:
+                    t = scores[cid, hulls[cid, 2, u] - 1]
+                px = bx + hulls[cid, 0, u]
+                py = by + hulls[cid, 1, u]
+                h, bn, bd = _take(
+                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
+                )
+            for j in range(jb + 1, jhi + 1):
+                if want_scores:
+                    t = scores[cid, j - 1]
+                px = bx + sums[cid, 0, j]
+                py = by + sums[cid, 1, j]
+                h, bn, bd = _take(
+                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
+                )
             if pos == pe:
                 lx = bx + sums[cid, 0, jhi]
                 ly = by + sums[cid, 1, jhi]

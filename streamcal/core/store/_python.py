@@ -372,8 +372,10 @@ class PythonStore(ScoreStore):
                 i = bisect_left(before, x)
                 cw, cs = self._cw[pos], self._cs[pos]
                 self._cw[pos] = np.concatenate((cw[: i + 1], cw[i:] + 1))
-                self._cs[pos] = np.concatenate((cs[: i + 1], cs[i:] + y)) if y else np.concatenate(
-                    (cs[: i + 1], cs[i:])
+                self._cs[pos] = (
+                    np.concatenate((cs[: i + 1], cs[i:] + y))
+                    if y
+                    else np.concatenate((cs[: i + 1], cs[i:]))
                 )
             else:
                 self._resync(pos if count else 0)
@@ -479,9 +481,7 @@ class PythonStore(ScoreStore):
         for seg in stack:
             merged.append(seg)
             left = _settle(merged, left, bw, bs)
-        while right < nb and (
-            not merged or merged[-1][1] * bw[right] >= bs[right] * merged[-1][0]
-        ):
+        while right < nb and (not merged or merged[-1][1] * bw[right] >= bs[right] * merged[-1][0]):
             if merged:
                 top = merged[-1]
                 top[0] += bw[right]
