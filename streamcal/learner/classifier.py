@@ -8,7 +8,7 @@ from numbers import Integral
 from river import base
 
 from streamcal.core import MERGES, SCALAR_MERGES
-from streamcal.core._validate import check_label
+from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.sva import SimplifiedVennAbers

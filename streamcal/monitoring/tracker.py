@@ -22,7 +22,7 @@ from collections import deque
 
 from river import stats
 
-from streamcal.core._validate import check_label
+from streamcal.core.validate import check_label
 from streamcal.monitoring.reliability import ReliabilityBins
 
 __all__ = ["CalibrationTracker", "SNAPSHOT_KEYS"]
