@@ -115,11 +115,16 @@ def _main(args) -> int:
 
     from kafka.errors import KafkaError
 
+    from streamcal.stream.ordering import UnreadableBatch
+
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
+    except UnreadableBatch as exc:  # its message says where, why and what to do
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 3
     except (KafkaError, RuntimeError, OSError) as exc:
         # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
         # was written after the failure, so a restart resumes from the last good one.
