@@ -20,7 +20,8 @@ ordered. A record that would harm the state whatever its value is replaced by a
 ``RejectedRecord`` (its value a ``messages.Rejected`` carrying the reason, so decoding it
 raises ``BadInput`` and the processor dead-letters it like any bad message): a record
 timestamp more than ``max_future`` seconds ahead of the wall clock (it would move the
-record-time clock and expire every pending event), a key and value together larger than
+record-time clock and expire every pending event), a negative record timestamp (-1 means
+none: such a record has no place in record time), a key and value together larger than
 ``max_bytes``, or a key larger than ``deadletter.KEEP_BYTES`` (keys are used only in dead
 letters). A rejected record is released as soon as it is at the head of its partition, so
 it never holds up the records around it, whose order is that of a stream without it.
@@ -75,11 +76,17 @@ class UnreadableBatch(RuntimeError):
         self.cause = cause
         super().__init__(
             f"cannot read the record batch at topic {topic!r} partition {partition} offset "
-            f"{first} (batch offsets {first}..{last}): {type(cause).__name__}: {cause}. "
-            f"{_fix(cause)}; or run with --skip-unreadable to dead-letter this batch and go "
-            "on (its records are lost to the model). Nothing after the last checkpoint was "
-            "committed: the state and offsets are those of the last checkpoint."
+            f"{first} (batch offsets {first}..{last}): {_describe(cause)}. {_fix(cause)}; "
+            "or run with --skip-unreadable to dead-letter this batch and go on (its records "
+            "are lost to the model). No checkpoint is written after this: a restart resumes "
+            "from the last one."
         )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)  # kafka-python's errors start with their class name already
+    name = type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}"
 
 
 _CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
@@ -194,7 +201,7 @@ class OrderedMerge:
         self.consumer.seek(tp, nxt)
         reason = (
             f"unreadable record batch, offsets {first}..{nxt - 1} skipped "
-            f"(--skip-unreadable): {type(exc).__name__}: {exc}"
+            f"(--skip-unreadable): {_describe(exc)}"
         )
         return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, Rejected(reason))]}
 
@@ -206,7 +213,8 @@ class OrderedMerge:
         for i, r in enumerate(recs):
             k, v = r.key, r.value
             nk = 0 if k is None else len(k)
-            if r.timestamp > future_ms or nk > KEEP_BYTES or nk + len(v or b"") > max_bytes:
+            ts = r.timestamp
+            if ts < 0 or ts > future_ms or nk > KEEP_BYTES or nk + len(v or b"") > max_bytes:
                 if out is recs:
                     out = list(recs)
                 out[i] = _reject(r, future_ms, max_bytes)
@@ -279,7 +287,12 @@ class OrderedMerge:
 
 def _reject(r, future_ms: float, max_bytes: int) -> RejectedRecord:
     nk, nv = len(r.key or b""), len(r.value or b"")
-    if r.timestamp > future_ms:
+    if r.timestamp < 0:
+        reason = (
+            f"record timestamp {r.timestamp} (none): events and labels are ordered and "
+            "joined in record time"
+        )
+    elif r.timestamp > future_ms:
         reason = (
             f"record timestamp {r.timestamp} ms is more than max_future_s ahead of the wall "
             "clock (it would advance the record-time clock and expire every pending event)"
