@@ -369,3 +369,44 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     done = _run(settings, env)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert _predictions(kafka_broker, topics["predictions"]) == clean
+
+
+def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
+    kafka_broker, unique_topics, clean, monkeypatch
+):
+    """A batch whose checksum does not match (written for real: a producer whose CRC is
+    off by one, which tansu stores as it is)."""
+    import kafka.record.default_records as default_records
+
+    from streamcal.stream.ordering import UnreadableBatch
+
+    topics = unique_topics
+    events, labels = _stream()
+    produce_stream(kafka_broker, topics, events, labels)
+    ts = events[N // 2][2] + 5
+    corrupt = [(topics["events"], f"c{i}", {"id": f"c{i}", "features": {"x1": i}}, ts + i)
+               for i in range(3)]  # fmt: skip
+    good_crc = default_records.calc_crc32c
+    with monkeypatch.context() as m:
+        m.setattr(default_records, "calc_crc32c", lambda data: (good_crc(data) + 1) % 2**32)
+        produce(kafka_broker, corrupt)
+
+    config = ProcessorConfig.build(**base_settings(kafka_broker, topics))
+    with pytest.raises(UnreadableBatch) as exc:
+        Processor(config).run(max_idle_s=1.0)
+    msg = str(exc.value)
+    assert f"topic {topics['events']!r} partition" in msg and "offset" in msg
+    assert "CorruptRecordError" in msg and "corrupt" in msg and "re-produce" in msg
+
+    skip = {**topics, "predictions": topics["predictions"] + "-skip"}
+    config = ProcessorConfig.build(**base_settings(kafka_broker, skip), skip_unreadable=True)
+    final = Processor(config).run(max_idle_s=1.0)
+    dead = json_values(read_topic(kafka_broker, topics["dead_letters"], min_count=1))
+    assert (final["events"], final["labels"], final["dead_letters"]) == (N, N, len(dead))
+    skipped = 0
+    for d in dead:  # one per corrupt batch (the producer spread them over partitions)
+        m = re.search(r"unreadable record batch, offsets (\d+)\.\.(\d+) skipped", d["reason"])
+        assert m and "crc" in d["reason"], d["reason"]
+        skipped += int(m[2]) - int(m[1]) + 1
+    assert skipped == len(corrupt)
+    assert _predictions(kafka_broker, skip["predictions"]) == clean

@@ -196,13 +196,13 @@ class OrderedMerge:
         if not self.skip_unreadable:
             raise err from exc
         self.skipped.append(err)
-        log.warning("skipping (--skip-unreadable): %s", err)
-        # Seeking also frees the consumer from the failed batch.
-        self.consumer.seek(tp, nxt)
         reason = (
             f"unreadable record batch, offsets {first}..{nxt - 1} skipped "
             f"(--skip-unreadable): {_describe(exc)}"
         )
+        log.warning("topic %r partition %d: %s", tp.topic, tp.partition, reason)
+        # Seeking also frees the consumer from the failed batch.
+        self.consumer.seek(tp, nxt)
         return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, Rejected(reason))]}
 
     def _gate(self, recs: list) -> list:
