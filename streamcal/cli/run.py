@@ -35,6 +35,11 @@ Records of all partitions of both input topics are processed in one deterministi
 (record timestamp, events before labels, partition, offset), so a replay gives the same
 predictions; --merge-wait bounds how long a lagging partition can hold the others back.
 The TTLs (--pending-ttl, --label-wait) are measured in record time, not wall-clock time.
+
+Topics of any Kafka client and codec (none, gzip, snappy, lz4, zstd) are read. A record
+batch that cannot be read (a codec package missing, a corrupt batch) stops the processor
+with exit status 3 and a message naming the topic, partition, offset and the fix;
+--skip-unreadable dead-letters its offset range instead and goes on.
 """
 
 
