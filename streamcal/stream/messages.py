@@ -121,17 +121,12 @@ def _load(value, limit: int) -> dict:
     return obj
 
 
-def _id(obj: dict, fields: Fields) -> str:
-    field = fields.id
+def _id(obj: dict, field: str) -> str:
     eid = obj.get(field)
     if type(eid) is str:
-        if 0 < len(eid) <= fields.max_string:
+        if eid:
             return eid
-        if not eid:
-            raise BadInput(f"empty id in field {field!r}")
-        raise BadInput(
-            f"id longer than max_string_length={fields.max_string}: {len(eid)} characters"
-        )
+        raise BadInput(f"empty id in field {field!r}")
     if type(eid) is int:  # ids given as numbers are accepted and used as strings
         return str(eid)
     if eid is None:
@@ -142,7 +137,7 @@ def _id(obj: dict, fields: Fields) -> str:
 def decode_event(value: bytes | None, fields: Fields) -> Event:
     """Decode an event message or raise ``BadInput``."""
     obj = _load(value, fields.max_bytes)
-    eid = _id(obj, fields)
+    eid = _id(obj, fields.id)
     feats = obj.get(fields.features)
     if feats is None:
         raise BadInput(f"missing features field {fields.features!r}")
@@ -155,11 +150,8 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
     x = _plain_numbers(feats)
     if x is None:
         x = _features(feats)
-    if max(map(len, x)) > fields.max_string:
-        name = max(x, key=len)
-        raise BadInput(
-            f"feature name longer than max_string_length={fields.max_string}: {_short(name)}"
-        )
+    if len(value) > fields.max_string:  # else no string in it can be longer
+        _check_lengths(eid, x, fields.max_string)
     ts = obj.get(fields.timestamp)
     if ts is not None:
         if type(ts) not in (int, float) or not math.isfinite(ts):
@@ -168,6 +160,14 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
             )
         ts = float(ts)
     return _new_record(Event, (eid, x, ts))
+
+
+def _check_lengths(eid: str, x: dict, limit: int) -> None:
+    if len(eid) > limit:
+        raise BadInput(f"id longer than max_string_length={limit}: {len(eid)} characters")
+    if x and max(map(len, x)) > limit:
+        name = max(x, key=len)
+        raise BadInput(f"feature name longer than max_string_length={limit}: {_short(name)}")
 
 
 _new_record = tuple.__new__  # Event(...), Label(...) without their Python-level __new__
@@ -215,7 +215,9 @@ def decode_label(value: bytes | None, fields: Fields) -> Label:
     """Decode a label message or raise ``BadInput``: true/false, 0/1 (also 0.0/1.0), or
     the strings "0"/"1"/"true"/"false"."""
     obj = _load(value, fields.max_bytes)
-    eid = _id(obj, fields)
+    eid = _id(obj, fields.id)
+    if len(value) > fields.max_string:
+        _check_lengths(eid, {}, fields.max_string)
     if fields.label not in obj:
         raise BadInput(f"missing label field {fields.label!r}")
     y = obj[fields.label]
