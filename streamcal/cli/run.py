@@ -35,6 +35,11 @@ Records of all partitions of both input topics are processed in one deterministi
 (record timestamp, events before labels, partition, offset), so a replay gives the same
 predictions; --merge-wait bounds how long a lagging partition can hold the others back.
 The TTLs (--pending-ttl, --label-wait) are measured in record time, not wall-clock time.
+
+Topics of any Kafka client and codec (none, gzip, snappy, lz4, zstd) are read. A record
+batch that cannot be read (a codec package missing, a corrupt batch) stops the processor
+with exit status 3 and a message naming the topic, partition, offset and the fix;
+--skip-unreadable dead-letters its offset range instead and goes on.
 """
 
 
@@ -115,11 +120,16 @@ def _main(args) -> int:
 
     from kafka.errors import KafkaError
 
+    from streamcal.stream.ordering import UnreadableBatch
+
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
+    except UnreadableBatch as exc:  # its message says where, why and what to do
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 3
     except (KafkaError, RuntimeError, OSError) as exc:
         # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
         # was written after the failure, so a restart resumes from the last good one.

@@ -97,9 +97,7 @@ class Processor:
     def __init__(self, config: ProcessorConfig):
         config.validate()
         self.config = config
-        self._fields = Fields(
-            config.id_field, config.features_field, config.label_field, config.timestamp_field
-        )
+        self._fields = Fields.of(config)
         key = config.key_bytes()
         self._checkpoints = (
             CheckpointStore(config.state_dir, key, config.checkpoint_keep)
@@ -144,6 +142,7 @@ class Processor:
             "enable_idempotence": True,
             "linger_ms": self.config.linger_ms,
             "batch_size": 256 * 1024,
+            **self.config.producer_settings(),
         }
         return ProducerProcess(settings) if self.config.producer_process else Outbox(settings)
 
@@ -438,6 +437,9 @@ class Processor:
                 {cfg.events_topic: _EVENT, cfg.labels_topic: _LABEL},
                 max_wait=cfg.merge_wait,
                 poll_records=cfg.poll_max_records,
+                max_future=cfg.max_future_s,
+                max_bytes=cfg.max_message_bytes,
+                skip_unreadable=cfg.skip_unreadable,
             )
             offsets = st.offsets
             on_event, on_label = self._on_event, self._on_label
