@@ -157,14 +157,10 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
 
     with tempfile.TemporaryDirectory(prefix="streamcal-demo-state-") as tmp_state:
         state_dir = None if opts.produce_only else (opts.state_dir or tmp_state)
+        shape = ("seed", "label_delay", "missing_labels", "bad_records")
         try:
             records = demo_records(
-                opts.dataset,
-                opts.events,
-                seed=opts.seed,
-                label_delay=opts.label_delay,
-                missing_labels=opts.missing_labels,
-                bad_records=opts.bad_records,
+                opts.dataset, opts.events, **{k: getattr(opts, k) for k in shape}
             )
         except ValueError as exc:
             raise DemoError(str(exc)) from None

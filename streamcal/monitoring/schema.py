@@ -99,68 +99,84 @@ class MetricField:
         return self.kind in (COUNTER, GAUGE)
 
 
-def _t(key, kind, help, title, required=True, **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required, **kw)
+def _t(key, kind, title, help) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=True)
 
 
-def _p(key, kind, help, title=None, **kw) -> MetricField:
+def _t_optional(key, kind, title, help) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=False)
+
+
+def _p(key, kind, title, help, **kw) -> MetricField:
     return MetricField(key, kind, help, PROCESSOR, title, **kw)
 
 
-# In the order of the metric line.
+# In the order of the metric line. Each field: key, kind, report title, then its help.
 FIELDS: tuple[MetricField, ...] = (
-    _p("ts", GAUGE, "Unix time of the metric-log line.",
-       prometheus="last_update_timestamp_seconds"),
+    _p("ts", GAUGE, None, prometheus="last_update_timestamp_seconds",
+       help="Unix time of the metric-log line."),
     # --- CalibrationTracker ---
-    _t("labels", COUNTER, "Labels joined to their predictions (tracker updates).",
-       "labelled events"),
+    _t("labels", COUNTER, "labelled events",
+       "Labels joined to their predictions (tracker updates)."),
     # raw_labels came later than the first metric logs: optional when reading.
-    _t("raw_labels", COUNTER, "Labels whose prediction carried a raw model score.",
-       "with a raw score", required=False),
-    _t("log_loss", GAUGE, "Cumulative log loss of the calibrated probability p.", "log loss"),
-    _t("recent_log_loss", GAUGE, "Log loss of p over the last window of labels.",
-       "log loss, recent"),
-    _t("square_loss", GAUGE, "Cumulative square (Brier) loss of p.", "square loss"),
-    _t("recent_square_loss", GAUGE, "Square loss of p over the last window.",
-       "square loss, recent"),
-    _t("raw_log_loss", GAUGE, "Cumulative log loss of the raw model score.", "raw log loss"),
-    _t("recent_raw_log_loss", GAUGE, "Log loss of the raw score, last window.",
-       "raw log loss, recent"),
-    _t("raw_square_loss", GAUGE, "Cumulative square loss of the raw model score.",
-       "raw square loss"),
-    _t("recent_raw_square_loss", GAUGE, "Square loss of the raw score, last window.",
-       "raw square loss, recent"),
-    _t("mean_width", GAUGE, "Mean Venn-Abers interval width p1 - p0.", "mean p1 - p0"),
-    _t("recent_mean_width", GAUGE, "Mean p1 - p0 over the last window.",
-       "mean p1 - p0, recent"),
-    _t("ece", GAUGE, "Binned expected calibration error of p.", "ECE (binned)"),
-    _t("raw_ece", GAUGE, "Binned expected calibration error of the raw score.",
-       "raw ECE (binned)"),
-    _t("mean_p0", GAUGE, "Mean p0 (lower end of the Corollary 1 band).", "mean p0"),
-    _t("frequency", GAUGE, "Frequency of label 1.", "frequency of 1"),
-    _t("mean_p1", GAUGE, "Mean p1 (upper end of the Corollary 1 band).", "mean p1"),
+    _t_optional("raw_labels", COUNTER, "with a raw score",
+       "Labels whose prediction carried a raw model score."),
+    _t("log_loss", GAUGE, "log loss",
+       "Cumulative log loss of the calibrated probability p."),
+    _t("recent_log_loss", GAUGE, "log loss, recent",
+       "Log loss of p over the last window of labels."),
+    _t("square_loss", GAUGE, "square loss",
+       "Cumulative square (Brier) loss of p."),
+    _t("recent_square_loss", GAUGE, "square loss, recent",
+       "Square loss of p over the last window."),
+    _t("raw_log_loss", GAUGE, "raw log loss",
+       "Cumulative log loss of the raw model score."),
+    _t("recent_raw_log_loss", GAUGE, "raw log loss, recent",
+       "Log loss of the raw score, last window."),
+    _t("raw_square_loss", GAUGE, "raw square loss",
+       "Cumulative square loss of the raw model score."),
+    _t("recent_raw_square_loss", GAUGE, "raw square loss, recent",
+       "Square loss of the raw score, last window."),
+    _t("mean_width", GAUGE, "mean p1 - p0",
+       "Mean Venn-Abers interval width p1 - p0."),
+    _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
+       "Mean p1 - p0 over the last window."),
+    _t("ece", GAUGE, "ECE (binned)",
+       "Binned expected calibration error of p."),
+    _t("raw_ece", GAUGE, "raw ECE (binned)",
+       "Binned expected calibration error of the raw score."),
+    _t("mean_p0", GAUGE, "mean p0",
+       "Mean p0 (lower end of the Corollary 1 band)."),
+    _t("frequency", GAUGE, "frequency of 1",
+       "Frequency of label 1."),
+    _t("mean_p1", GAUGE, "mean p1",
+       "Mean p1 (upper end of the Corollary 1 band)."),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
-    _t("reliability", BINS, "Reliability bins of p.", None, required=False),
-    _t("raw_reliability", BINS, "Reliability bins of the raw score (null without scores).",
-       None, required=False),
+    _t_optional("reliability", BINS, None,
+       "Reliability bins of p."),
+    _t_optional("raw_reliability", BINS, None,
+       "Reliability bins of the raw score (null without scores)."),
     # --- the stream processor ---
-    _p("events", COUNTER, "Events consumed.", "events"),
-    _p("predictions", COUNTER, "Predictions produced.", "predictions"),
-    _p("pending", GAUGE, "Predictions waiting for their label.",
-       "predictions waiting for a label"),
-    _p("expired", COUNTER, "Predictions whose label never came before the deadline.",
-       "expired"),
-    _p("dead_letters", COUNTER, "Messages sent to the dead-letter topic.", "dead letters"),
-    _p("waiting_labels", GAUGE, "Labels waiting for their event.",
-       "labels waiting for an event"),
-    _p("events_per_s", GAUGE, "Recent event rate.", "events / s",
-       prometheus="events_per_second"),
-    _p("calibration_size", GAUGE, "Labelled pairs in the calibration set.",
-       "calibration set size"),
-    _p("merge_stalls", COUNTER, "Times the ordered merge of partitions waited on one.",
-       "partition-merge stalls"),
-    _p("version", INFO, "The version field of the metric line (streamcal's version).",
-       "streamcal version", prometheus="build"),
+    _p("events", COUNTER, "events",
+       "Events consumed."),
+    _p("predictions", COUNTER, "predictions",
+       "Predictions produced."),
+    _p("pending", GAUGE, "predictions waiting for a label",
+       "Predictions waiting for their label."),
+    _p("expired", COUNTER, "expired",
+       "Predictions whose label never came before the deadline."),
+    _p("dead_letters", COUNTER, "dead letters",
+       "Messages sent to the dead-letter topic."),
+    _p("waiting_labels", GAUGE, "labels waiting for an event",
+       "Labels waiting for their event."),
+    _p("events_per_s", GAUGE, "events / s", "Recent event rate.", prometheus="events_per_second"),
+    _p("calibration_size", GAUGE, "calibration set size",
+       "Labelled pairs in the calibration set."),
+    _p("merge_stalls", COUNTER, "partition-merge stalls",
+       "Times the ordered merge of partitions waited on one."),
+    # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
+    _p("version", INFO, "streamcal version", prometheus="build",
+       help="The version field of the metric line (streamcal's version)."),
 )  # fmt: skip
 
 # Labels fields may be broken down by (see the module docstring); none yet.
