@@ -77,6 +77,16 @@ def test_every_layer_is_a_folder_and_every_folder_a_layer():
     assert folders == set(LAYERS)
 
 
+def test_the_readme_and_contracts_list_the_layers_in_order():
+    import re
+
+    root = PACKAGE.parent
+    readme = (root / "README.md").read_text().split("## Layout", 1)[1]
+    assert re.findall(r"^\| `streamcal/(\w+)` \|", readme, re.M) == list(LAYERS)
+    contracts = (root / "docs" / "contracts.md").read_text()
+    assert re.findall(r"^\| \d \| `streamcal/(\w+)` \|", contracts, re.M) == list(LAYERS)
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_go_down_the_layers(path):
     assert violations(path) == []

@@ -140,3 +140,18 @@ def test_labelled_lines_are_kept_one_per_label_set(monkeypatch):
     line["labels"] = 3
     with pytest.raises(ValueError, match="label 'unit' must be a string"):
         check_metric_line(dict(line, unit=3))
+
+
+def test_docs_contracts_lists_the_fields_of_the_schema():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \| (yes)? \| (?:`(\w+)`)? \|", doc, re.M)
+    documented = [(key, kind, source, bool(req), prom) for key, kind, source, req, prom in rows]
+    suffix = {schema.COUNTER: "_total", schema.INFO: "_info"}
+    declared = [
+        (f.key, f.kind, f.source, f.required,
+         "" if f.kind == schema.BINS else f"streamcal_{f.prometheus_name}{suffix.get(f.kind, '')}")
+        for f in schema.FIELDS
+    ]  # fmt: skip
+    assert documented == declared
