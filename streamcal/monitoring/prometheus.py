@@ -4,9 +4,9 @@ The stream processor calls ``update(line)`` each time it writes a metric-log lin
 scrape then reads that line. The metric schema (``streamcal.monitoring.schema``) says
 what each field becomes: counters (``streamcal_events_total``, ...), gauges, and the
 version as ``streamcal_build_info``; lines with label values (see the schema) are kept
-one per label set. The exporter is a custom
-collector on its own ``CollectorRegistry``, so several processors (or tests) in one process
-never collide, and a scrape always sees one consistent line.
+one per label set. The exporter is a custom collector on its own ``CollectorRegistry``,
+so several processors (or tests) in one process never collide, and a scrape always sees
+one consistent line.
 
 >>> import urllib.request
 >>> with PrometheusExporter(port=0) as exporter:  # port 0: any free port
@@ -30,13 +30,12 @@ from streamcal.monitoring import schema
 
 __all__ = ["PrometheusExporter"]
 
+# In the order of a scrape; bins stay in the metric log, for reports.
 _FAMILIES = {
     schema.COUNTER: CounterMetricFamily,
     schema.GAUGE: GaugeMetricFamily,
     schema.INFO: InfoMetricFamily,
 }
-
-_ORDER = {kind: i for i, kind in enumerate(_FAMILIES)}
 
 
 def _label_values(line: dict) -> tuple:
@@ -60,10 +59,7 @@ class _LineCollector:
     def collect(self):
         lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
         label_keys = [label.key for label in schema.LABELS]
-        # Counters, then gauges, then the info (bins stay in the metric log, for reports).
-        for f in sorted(
-            (f for f in schema.FIELDS if f.kind in _FAMILIES), key=lambda f: _ORDER[f.kind]
-        ):
+        for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
             family = _FAMILIES[f.kind]
             m = None
             for values, line in lines:
