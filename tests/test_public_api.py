@@ -33,3 +33,14 @@ def test_importing_the_package_does_not_import_river_numba_or_kafka():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_settings_and_the_command_line_import_without_river():
+    # The mode names live in learner.modes and the learner package loads its names
+    # lazily, so `streamcal run --help` does not pay for importing river.
+    code = (
+        "import sys, streamcal.stream.config, streamcal.cli.demo, streamcal.learner.modes; "
+        "print('river' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

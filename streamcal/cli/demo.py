@@ -13,6 +13,7 @@ The demo itself is ``streamcal.demo.run.run_demo``; this module is its command l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from streamcal.demo.datasets import DATASETS, DESCRIPTIONS
 from streamcal.demo.run import DemoOptions
@@ -169,8 +170,8 @@ def _options(args) -> DemoOptions:
             raise UsageError(f"{name}: bad value {getattr(args, name[2:].replace('-', '_'))!r}")
     if args.security_protocol == "SSL" and not args.bootstrap_servers:
         raise UsageError("--security-protocol SSL applies to --bootstrap-servers only")
-    given = {k: v for k, v in vars(args).items() if k in DemoOptions.__dataclass_fields__}
-    return DemoOptions(**given, report=not args.no_report)
+    names = {f.name for f in dataclasses.fields(DemoOptions)} - {"report"}
+    return DemoOptions(**{k: getattr(args, k) for k in names}, report=not args.no_report)
 
 
 def _run(args) -> int:

@@ -10,9 +10,9 @@ reads or writes one loops over ``FIELDS``:
 * ``PrometheusExporter`` serves counters, gauges and the info field;
 * ``write_report`` shows every field that has a ``title``.
 
-Adding a metric is therefore one ``MetricField`` line below plus its computation: a
-statistic in ``CalibrationTracker.snapshot()``, or a processor count in
-``ProcessorState.counts`` (picked up by name).
+Adding a metric is therefore one entry in ``FIELDS`` plus its computation: a statistic
+in ``CalibrationTracker.snapshot()``, or a processor count in ``ProcessorState.counts``
+(picked up by name).
 
 Labels: a field may be broken down by labels (``MetricField.labels``, names declared in
 ``LABELS``). A line carries its label values as top-level string keys, e.g. ``"unit":
