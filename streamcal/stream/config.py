@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamcal.core.merge import MERGES
+from streamcal.learner.modes import MODES, check_mode
+from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
 
 __all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
 
@@ -109,13 +111,12 @@ class ProcessorConfig:
 
     # --- model ---
     model: str = _opt(
-        "logreg",
-        "scoring model: logreg (scaled logistic regression), gnb (Gaussian naive Bayes), "
-        "hoeffding (Hoeffding tree), or module:function returning a river classifier",
+        DEFAULT_MODEL,
+        f"scoring model: {describe_presets()}, or module:function returning a river classifier",
         "model",
     )
     mode: str | None = _opt(
-        None, "Venn-Abers mode: pretrained, sva or va (default: the learner's)", "model"
+        None, f"Venn-Abers mode: {', '.join(MODES)} (default: the learner's)", "model"
     )
     window: int | None = _opt(None, "calibration window (default: the learner's)", "model")
     merge: str = _opt("log", "merge of (p0, p1) used as p: log, square or mean", "model")
@@ -289,8 +290,8 @@ class ProcessorConfig:
         for out in outputs:
             if out in inputs:
                 raise ValueError(f"output topic {out!r} is also an input topic")
-        if self.mode is not None and self.mode not in ("pretrained", "sva", "va"):
-            raise ValueError(f"mode must be one of pretrained, sva, va; got {self.mode!r}")
+        if self.mode is not None:
+            check_mode(self.mode)
         if self.mode == "va" and self.refresh_every is not None:
             raise ValueError("refresh_every must not be set with mode va (it rescores always)")
         if self.compression_type not in _CODECS:
@@ -348,10 +349,7 @@ class ProcessorConfig:
                 "state_dir needs a checkpoint key: set STREAMCAL_CHECKPOINT_KEY or "
                 "--checkpoint-key-file (a file outside the state directory)"
             )
-        if self.model not in ("logreg", "gnb", "hoeffding") and ":" not in self.model:
-            raise ValueError(
-                f"model must be logreg, gnb, hoeffding or module:function; got {self.model!r}"
-            )
+        check_model_spec(self.model)
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""

@@ -27,6 +27,8 @@ import orjson
 
 import streamcal
 from streamcal.core.merge import SCALAR_MERGES
+from streamcal.monitoring import schema as metric_schema
+from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import dead_letter
@@ -285,7 +287,7 @@ class Processor:
         pending event included) is left as it was."""
         st = self.state
         x, p0, p1, p, score = st.pending.get(eid)
-        if not _trackable(p0, p1, p, score):  # checked first: the learner cannot be undone
+        if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
             self._dead(
                 rec,
                 f"tracker rejected the prediction of {eid!r}: "
@@ -307,30 +309,29 @@ class Processor:
 
     # ------------------------------------------------------------------ metrics
     def metric_line(self) -> dict:
-        """The current metric line (contracts.md): tracker snapshot plus counters."""
+        """The current metric line (docs/contracts.md): every field of the metric schema,
+        in its order, from the tracker's snapshot, ``state.counts`` (by name) and below."""
         st = self.state
         now = time.time()
         mono = time.monotonic()
         events = st.counts["events"]
         elapsed = mono - self._rate_mark[0]
         rate = (events - self._rate_mark[1]) / elapsed if elapsed > 0 else 0.0
+        values = dict(st.counts)
         # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
         # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
         # report` can draw reliability diagrams from any metric log, even a cut-off one.
-        line = {"ts": now, **st.tracker.snapshot(reliability=True)}
-        line.update(
-            events=events,
-            predictions=st.counts["predictions"],
+        values.update(st.tracker.snapshot(reliability=True))
+        values.update(
+            ts=now,
             pending=len(st.pending),
-            expired=st.counts["expired"],
-            dead_letters=st.counts["dead_letters"],
             waiting_labels=len(st.waiting),
             events_per_s=rate,
             calibration_size=st.clf.calibration_size,
             merge_stalls=self.merge_stalls,
             version=self._version,
         )
-        return line
+        return {f.key: values.get(f.key) for f in metric_schema.FIELDS}
 
     def _emit_metrics(self) -> dict:
         line = self.metric_line()
@@ -507,15 +508,6 @@ class Processor:
                 self._exporter.close()
             if close_out:
                 self._metrics_out.close()
-
-
-def _trackable(p0, p1, p, score) -> bool:
-    """Whether ``CalibrationTracker.update`` accepts this prediction (same checks)."""
-    try:
-        ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0 and 0.0 <= p <= 1.0
-        return ok and (score is None or 0.0 <= score <= 1.0)
-    except TypeError:
-        return False
 
 
 class _WaitingLabel:
