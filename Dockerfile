@@ -10,7 +10,7 @@ COPY pyproject.toml README.md ./
 COPY streamcal ./streamcal
 # [report] adds matplotlib for `streamcal report`; the broker (the [demo] extra) is not
 # needed in a container: compose runs Apache Kafka.
-RUN pip install ".[report]" \
+RUN pip install ".[report,fast]" \
     && useradd --system --uid 10001 --home-dir /data streamcal \
     && mkdir -p /data /state \
     && chown streamcal /data /state

@@ -399,7 +399,7 @@ def main() -> None:
     n_prof = args.profile_events or min(n, 20_000)
     every = max(1000, n // 40)
 
-    from streamcal.stream.broker import LocalBroker
+    from streamcal.demo.broker import LocalBroker
 
     with LocalBroker() as broker:
         bs = broker.bootstrap_servers

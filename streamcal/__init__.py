@@ -5,11 +5,13 @@ Venn-Abers predictors (Vovk & Petej 2014) for event streams: every event gets a 
 arrives.
 
 Layers, each importing only those below it: ``core`` (exact algorithms), ``learner``
-(river), ``monitoring`` (losses, calibration), ``stream`` (Kafka), ``cli``.
+(river), ``monitoring`` (losses, calibration), ``stream`` (Kafka), ``demo`` (local
+broker, demo stream), ``cli`` (docs/contracts.md).
 """
 
-from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+
+from streamcal._lazy import lazy_names
 
 try:
     __version__ = version("streamcal-va")
@@ -39,20 +41,7 @@ _PUBLIC = {
     "PrometheusExporter": "streamcal.monitoring",
     "write_report": "streamcal.monitoring",
 }
-
-
-def __getattr__(name: str):
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streamcal' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
-
+__getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
 __all__ = [
     "__version__",

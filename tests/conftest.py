@@ -7,11 +7,11 @@ Kafka fixtures (tests using them get the ``kafka`` marker automatically, so
 * ``unique_topics`` (function): fresh topic names (and a consumer group id) per test, so
   tests sharing the session broker never see each other's records.
 * ``tls_broker`` (session): a TLS-only broker with a self-signed certificate for
-  127.0.0.1/localhost; yields the :class:`~streamcal.stream.broker.LocalBroker`
+  127.0.0.1/localhost; yields the :class:`~streamcal.demo.broker.LocalBroker`
   (``.bootstrap_servers``, ``.cert`` = the CA file to trust, ``.client_config()``).
 
 tansu joins consumer groups in about ``session_timeout_ms / 2``: use 2000-6000 ms in
-tests, and ``auto_offset_reset="earliest"`` (see streamcal/stream/broker.py).
+tests, and ``auto_offset_reset="earliest"`` (see streamcal/demo/broker.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _tansu_or_skip() -> None:
-    from streamcal.stream.broker import BrokerError, find_tansu
+    from streamcal.demo.broker import BrokerError, find_tansu
 
     try:
         find_tansu()
@@ -43,7 +43,7 @@ def _tansu_or_skip() -> None:
 @pytest.fixture(scope="session")
 def kafka_broker():
     """Bootstrap string of a session-wide local tansu broker."""
-    from streamcal.stream.broker import LocalBroker
+    from streamcal.demo.broker import LocalBroker
 
     _tansu_or_skip()
     with LocalBroker() as broker:
@@ -80,7 +80,7 @@ def make_self_signed_cert(directory) -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def tls_broker(tmp_path_factory):
     """A TLS-only local broker (self-signed certificate); yields the LocalBroker."""
-    from streamcal.stream.broker import LocalBroker
+    from streamcal.demo.broker import LocalBroker
 
     _tansu_or_skip()
     cert, key = make_self_signed_cert(tmp_path_factory.mktemp("tls"))

@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from streamcal.stream.broker import BrokerError, LocalBroker, _port_bindable, find_tansu
+from streamcal.demo.broker import BrokerError, LocalBroker, _port_bindable, find_tansu
 
 pytestmark = pytest.mark.kafka
 
@@ -117,7 +117,7 @@ def test_cert_without_key_is_refused():
 def test_broker_dies_with_a_killed_parent():
     """A demo or test run killed with SIGKILL leaves no broker behind."""
     code = (
-        "from streamcal.stream.broker import LocalBroker\n"
+        "from streamcal.demo.broker import LocalBroker\n"
         "b = LocalBroker().start()\n"
         "print(b.pid, flush=True)\n"
         "import time; time.sleep(60)\n"

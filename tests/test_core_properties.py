@@ -1,14 +1,16 @@
-"""Property tests: the fast store and batch venn_abers against the brute-force definition."""
+"""Property tests: both store backends and batch venn_abers against the brute-force definition;
+the two backends against each other, bit for bit."""
 
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
-from streamcal.core._kernels import hull_room
+from tests._backends import BACKENDS
 
 TOL = 1e-12
 
@@ -25,6 +27,11 @@ def brute(pairs, x):
     return venn_abers_bruteforce(s, y, x)
 
 
+def bits(values) -> list[bytes]:
+    """Exact float identity (tells -0.0 from 0.0), for the backends' bit-for-bit agreement."""
+    return [np.float64(v).tobytes() for v in values]
+
+
 def assert_valid(p0, p1):
     # Lemma 3 of the paper and the order of the pair
     assert 0.0 <= p0 < 1.0 and 0.0 < p1 <= 1.0 and p0 <= p1
@@ -39,38 +46,46 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def setup(self, chunk, start):
         self.pairs = [(float(s), int(y)) for s, y in start]
-        self.store = ScoreStore.from_arrays(
-            [p[0] for p in self.pairs], [p[1] for p in self.pairs], _chunk=chunk
-        )
+        s, y = [p[0] for p in self.pairs], [p[1] for p in self.pairs]
+        self.stores = [ScoreStore.from_arrays(s, y, backend=b, _chunk=chunk) for b in BACKENDS]
 
     @rule(score=scores, label=labels)
     def add(self, score, label):
-        self.store.add(score, label)
+        for store in self.stores:
+            store.add(score, label)
         self.pairs.append((float(score), int(label)))
 
     @precondition(lambda self: self.pairs)
     @rule(i=st.integers(0, 10**6))
     def remove(self, i):
         s, y = self.pairs.pop(i % len(self.pairs))
-        self.store.remove(s, y)
+        for store in self.stores:
+            store.remove(s, y)
 
     @rule(x=st.one_of(st.sampled_from(QUERY_GRID), scores))
     def query(self, x):
-        got = self.store.query(x)
         want = brute(self.pairs, x)
-        assert abs(got[0] - want[0]) <= TOL and abs(got[1] - want[1]) <= TOL, (x, got, want)
-        if self.pairs:
-            assert_valid(*got)
+        answers = [store.query(x) for store in self.stores]
+        for got in answers:
+            assert abs(got[0] - want[0]) <= TOL and abs(got[1] - want[1]) <= TOL, (x, got, want)
+            if self.pairs:
+                assert_valid(*got)
+        assert len({tuple(bits(got)) for got in answers}) == 1, (x, answers)
 
     @invariant()
     def agrees_on_grid(self):
-        assert len(self.store) == len(self.pairs)
-        p0, p1 = self.store.query_many(QUERY_GRID)
         b0, b1 = venn_abers(
             [p[0] for p in self.pairs], [p[1] for p in self.pairs], np.array(QUERY_GRID)
         )
-        np.testing.assert_allclose(p0, b0, rtol=0, atol=TOL)
-        np.testing.assert_allclose(p1, b1, rtol=0, atol=TOL)
+        seen = set()
+        for store in self.stores:
+            assert len(store) == len(self.pairs)
+            store._check()
+            p0, p1 = store.query_many(QUERY_GRID)
+            np.testing.assert_allclose(p0, b0, rtol=0, atol=TOL)
+            np.testing.assert_allclose(p1, b1, rtol=0, atol=TOL)
+            seen.add((tuple(bits(p0)), tuple(bits(p1))))
+        assert len(seen) == 1, "the backends differ"
 
 
 StoreMachine.TestCase.settings = settings(
@@ -93,9 +108,10 @@ def test_batch_matches_brute_force(pairs, xs):
             assert_valid(a, b)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), regime=st.sampled_from(["steep", "flat", "noisy", "ties"]))
-def test_larger_random_streams(seed, regime):
+def test_larger_random_streams(backend, seed, regime):
     """Hundreds of pairs with tiny chunks: block splits, merges and walks along blocks."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 400))
@@ -105,7 +121,7 @@ def test_larger_random_streams(seed, regime):
         s = np.round(rng.random(n), 3)
     true = {"steep": s**3, "flat": np.full(n, 0.4), "noisy": s, "ties": s}[regime]
     y = (rng.random(n) < true).astype(np.int64)
-    store = ScoreStore(_chunk=int(rng.choice([3, 5, 16])))
+    store = ScoreStore(backend=backend, _chunk=int(rng.choice([3, 5, 16])))
     held = []
     for i in range(n):
         store.add(s[i], y[i])
@@ -113,7 +129,7 @@ def test_larger_random_streams(seed, regime):
         if rng.random() < 0.3:  # a sliding window: drop the oldest
             j = held.pop(0)
             store.remove(s[j], y[j])
-    assert_chunk_hulls_fresh(store)
+    store._check()
     xs = np.concatenate([np.unique(s), rng.random(20), [-1.0, 2.0]])
     p0, p1 = store.query_many(xs)
     b0, b1 = venn_abers(s[held], y[held], xs)
@@ -122,19 +138,6 @@ def test_larger_random_streams(seed, regime):
     for k in rng.choice(len(xs), 8, replace=False):
         want = venn_abers_bruteforce(s[held], y[held], float(xs[k]))
         assert abs(p0[k] - want[0]) <= TOL and abs(p1[k] - want[1]) <= TOL
-
-
-def assert_chunk_hulls_fresh(store):
-    """Every chunk hull kept by incremental updates equals one recomputed from scratch."""
-    from streamcal.core import _kernels as K
-
-    m = int(store._META[K.M_M])
-    for cid in store._ORD[:m]:
-        HV, CM = store._HV.copy(), store._CM.copy()
-        K._chunk_hull(store._CC, HV, CM, cid, 0)
-        h = CM[cid, 1]
-        assert store._CM[cid, 1] == h
-        np.testing.assert_array_equal(store._HV[cid, :, :h], HV[cid, :, :h])
 
 
 def _convex_block(n):
@@ -154,17 +157,21 @@ def _convex_block(n):
     return dirs + [(sum(d[0] for d in dirs) * a, 0)]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(1, 300), chunk=st.sampled_from([3, 16, 256]), seed=st.integers(0, 2**32 - 1))
-def test_long_hulls_fit_the_scratch(n, chunk, seed):
+def test_long_hulls_fit_the_scratch(backend, n, chunk, seed):
     """Queries inside the block and block re-fits build hulls of up to ~len(dirs) vertices
     in the scratch, which grows with the store (pairs added one at a time)."""
     dirs = _convex_block(n)
-    assert len(dirs) <= hull_room(sum(a for a, _ in dirs[:-1]))
+    if backend == "numba":
+        from streamcal.core.store._kernels import hull_room
+
+        assert len(dirs) <= hull_room(sum(a for a, _ in dirs[:-1]))
     s = np.repeat(np.arange(len(dirs), dtype=float), [a for a, _ in dirs])
     y = np.concatenate([[1] * b + [0] * (a - b) for a, b in dirs]).astype(np.int64)
     rng = np.random.default_rng(seed)
-    store = ScoreStore(_chunk=chunk)
+    store = ScoreStore(backend=backend, _chunk=chunk)
     for i in rng.permutation(len(s)):
         store.add(float(s[i]), int(y[i]))
     xs = np.concatenate([np.arange(len(dirs)) + 0.5, rng.uniform(-1, len(dirs), 5)])

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from streamcal.cli import main
-from streamcal.stream.replay import demo_records, replay_counts
+from streamcal.demo.replay import demo_records, replay_counts
 
 
 def _metric_lines(path):
@@ -100,7 +100,7 @@ def test_produce_only_writes_the_stream_for_a_separate_processor(
 
 @pytest.mark.kafka
 def test_demo_stops_the_broker_it_started(tmp_path, monkeypatch, capsys):
-    from streamcal.stream import broker as broker_mod
+    from streamcal.demo import broker as broker_mod
 
     try:
         broker_mod.find_tansu()

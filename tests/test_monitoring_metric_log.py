@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from streamcal.monitoring import CalibrationTracker
+from streamcal.monitoring import CalibrationTracker, schema
 from streamcal.monitoring.metric_log import (
-    METRIC_LOG_KEYS,
     detect_format,
     metric_log_from_predictions,
     read_metric_log,
@@ -106,7 +105,7 @@ def test_garbled_predictions_name_the_line(tmp_path, text, line, message):
 
 
 def metric_line(**over):
-    line = {k: 0.5 for k in METRIC_LOG_KEYS}
+    line = {f.key: 0.5 for f in schema.FIELDS if f.required}
     line["labels"] = 10
     line.update(over)
     return line

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.kafka
 
 
 def _tansu(port: int) -> subprocess.Popen:
-    from streamcal.stream.broker import find_tansu
+    from streamcal.demo.broker import find_tansu
 
     url = f"tcp://127.0.0.1:{port}"
     return subprocess.Popen(
@@ -35,7 +35,7 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 
 def test_producer_is_recreated_after_a_broker_restart(unique_topics):
-    from streamcal.stream.broker import BrokerError, find_tansu, free_port
+    from streamcal.demo.broker import BrokerError, find_tansu, free_port
 
     try:
         find_tansu()

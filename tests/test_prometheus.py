@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamcal.monitoring import CalibrationTracker, PrometheusExporter
-from streamcal.monitoring.prometheus import COUNTERS, GAUGES
+from streamcal.monitoring.schema import COUNTER, GAUGE, fields
 
 
 def scrape(exporter):
@@ -51,10 +51,12 @@ def test_scrape_shows_the_updated_line():
         assert not any(name.startswith("streamcal_") for name in before)
         exp.update(line)
         samples = scrape(exp)
-        for key, (name, _) in COUNTERS.items():
-            assert samples[f"streamcal_{name}_total"].value == pytest.approx(line[key]), key
-        for key, (name, _) in GAUGES.items():
-            assert samples[f"streamcal_{name}"].value == pytest.approx(line[key], rel=1e-9), key
+        for f in fields(COUNTER):
+            name = f"streamcal_{f.prometheus_name}_total"
+            assert samples[name].value == pytest.approx(line[f.key]), f.key
+        for f in fields(GAUGE):
+            name = f"streamcal_{f.prometheus_name}"
+            assert samples[name].value == pytest.approx(line[f.key], rel=1e-9), f.key
         assert samples["streamcal_build_info"].labels == {"version": "7"}
         # A later line replaces the values; undefined statistics disappear, not 0.
         exp.update({**line, "events": 300, "raw_log_loss": None})

@@ -4,6 +4,8 @@ the package alone stays cheap (the names load on first use)."""
 import subprocess
 import sys
 
+import pytest
+
 import streamcal
 
 
@@ -26,10 +28,17 @@ def test_unknown_name_raises_attribute_error():
         raise AssertionError("no AttributeError")
 
 
-def test_importing_the_package_does_not_import_river_numba_or_kafka():
-    code = (
-        "import sys, streamcal, streamcal.stream.sink; "
-        "print(sorted(m for m in ('river', 'numba', 'kafka') if m in sys.modules))"
-    )
+@pytest.mark.parametrize(
+    "modules, heavy",
+    [
+        # The package alone and the producer process: no river, numba or kafka.
+        ("streamcal, streamcal.stream.sink", ("river", "numba", "kafka")),
+        # The settings and the demo's command line list the modes from learner.modes,
+        # and the learner package loads lazily: `streamcal run --help` needs no river.
+        ("streamcal.stream.config, streamcal.cli.demo, streamcal.learner.modes", ("river",)),
+    ],
+)
+def test_cheap_imports(modules, heavy):
+    code = f"import sys, {modules}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from streamcal.stream.replay import STEP_MS, demo_records, load_dataset, replay, replay_counts
+from streamcal.demo.datasets import load_dataset
+from streamcal.demo.replay import STEP_MS, demo_records, replay, replay_counts
 
 
 def _by_kind(records, kind):

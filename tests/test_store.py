@@ -1,4 +1,5 @@
-"""ScoreStore API: conventions, bad input leaves the store unchanged, pickling, bulk paths."""
+"""ScoreStore API, for every backend: conventions, bad input leaves the store unchanged,
+pickling and state, bulk paths, backend choice."""
 
 import copy
 import pickle
@@ -7,8 +8,17 @@ import numpy as np
 import pytest
 
 from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
+from streamcal.core.store import ENV_BACKEND, backend_class
+from tests._backends import BACKENDS
 
 GRID = np.array([-1.0, 0.0, 0.05, 0.1, 0.2, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 2.0])
+
+
+@pytest.fixture(params=BACKENDS, autouse=True)
+def backend(request, monkeypatch):
+    """Every test runs once per backend: ScoreStore() reads the choice from the environment."""
+    monkeypatch.setenv(ENV_BACKEND, request.param)
+    return request.param
 
 
 def make_store(chunk=4):
@@ -196,3 +206,78 @@ def test_many_chunks_and_growth():
     b0, b1 = venn_abers(s[1::2], y[1::2], xs)
     np.testing.assert_allclose(p0, b0, atol=1e-12)
     np.testing.assert_allclose(p1, b1, atol=1e-12)
+
+
+def test_the_environment_picks_the_backend(backend):
+    assert ScoreStore().backend == backend
+    assert ScoreStore.from_arrays([0.5], [1]).backend == backend
+    assert type(ScoreStore(backend="python")).__name__ == "PythonStore"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ScoreStore(backend="fast")
+
+
+@pytest.mark.parametrize("other", BACKENDS)
+def test_state_and_pickles_load_in_every_backend(backend, other):
+    store = make_store(chunk=8)
+    moved = ScoreStore.from_state(store.to_state(), backend=other)
+    assert moved.backend == other and state(moved) == state(store)
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.backend == backend and state(clone) == state(store)
+
+
+def test_a_pickle_written_before_the_store_was_a_package_loads(backend):
+    """Old checkpoints pickled ScoreStore's instance dict as {"version": 1, "t", "w", "s",
+    "chunk"} under the class streamcal.core.store.ScoreStore: the same bytes still load."""
+    store = make_store()
+    t, w, s = store._groups_arrays()
+    old = {"version": 1, "t": t, "w": w, "s": s, "chunk": 4}
+    payload = pickle.dumps(_OldStore(old), protocol=4)  # NEWOBJ ScoreStore, BUILD old
+    assert b"streamcal.core.store" in payload and b"_OldStore" not in payload
+    loaded = pickle.loads(payload)
+    assert isinstance(loaded, ScoreStore) and state(loaded) == state(store)
+
+
+class _OldStore:
+    """Pickles as a store did before: make an instance with ScoreStore.__new__ (what the
+    NEWOBJ opcode of an old pickle does), then set its state to the old instance dict."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __reduce_ex__(self, protocol):
+        return ScoreStore.__new__, (ScoreStore,), self.state
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"format": 2, "scores": [], "counts": [], "ones": []}, "format 2; this streamcal reads"),
+        ({"scores": [0.1], "counts": [1], "ones": [0]}, "'format'"),
+        ({"format": 1, "scores": [0.2, 0.1], "counts": [1, 1], "ones": [0, 0]}, "increasing"),
+        ({"format": 1, "scores": [0.1], "counts": [1], "ones": [2]}, "ones <= counts"),
+        ({"format": 1, "scores": [0.1], "counts": [1.5], "ones": [0]}, "integers"),
+        ({"format": 1, "scores": [0.1, 0.2], "counts": [1], "ones": [0]}, "same length"),
+        ({"format": 1, "scores": [np.nan], "counts": [1], "ones": [0]}, "finite"),
+    ],
+)
+def test_bad_state_is_refused_in_one_line(bad, message):
+    with pytest.raises(ValueError, match=message) as info:
+        ScoreStore.from_state(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_python_store_structure_stays_consistent():
+    """_check recomputes the chunk sums and the blocks from scratch (hypothesis tests call it
+    after every step; this one drives many sublist splits and joins)."""
+    rng = np.random.default_rng(5)
+    store = backend_class("python")(_chunk=4)
+    held = []
+    for i in range(1500):
+        x, y = float(np.round(rng.random(), 2)), int(rng.random() < 0.3)
+        store.add(x, y)
+        held.append((x, y))
+        if rng.random() < 0.45:
+            store.remove(*held.pop(int(rng.integers(len(held)))))
+        if i % 100 == 0:
+            store._check()
+    store._check()

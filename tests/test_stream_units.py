@@ -92,7 +92,7 @@ def test_config_repr_hides_secrets():
     [
         (b"{not json", "malformed JSON"),
         (b"[1, 2]", "not a JSON object"),
-        (None, "empty message"),
+        (None, "tombstone"),
         (b'{"features": {"x": 1}}', "missing id"),
         (b'{"id": "e", "features": {"x": "a", "y": [1]}}', "feature 'y'"),
         (b'{"id": "e"}', "missing features"),
@@ -108,13 +108,17 @@ def test_bad_events_are_rejected_with_reason(value, words):
         decode_event(value, F)
 
 
-@pytest.mark.parametrize("label", [2, -1, 0.5, "1", None, [1]])
+@pytest.mark.parametrize("label", [2, -1, 0.5, "yes", "1.0", "True", None, [1], {"a": 1}])
 def test_non_binary_labels_are_rejected(label):
     with pytest.raises(BadInput, match="label"):
         decode_label(orjson.dumps({"id": "e", "label": label}), F)
 
 
-@pytest.mark.parametrize("label, y", [(0, False), (1, True), (False, False), (True, True)])
+@pytest.mark.parametrize(
+    "label, y",
+    [(0, False), (1, True), (False, False), (True, True), (1.0, True), (0.0, False),
+     ("1", True), ("0", False), ("true", True), ("false", False)],
+)  # fmt: skip
 def test_binary_labels(label, y):
     assert decode_label(orjson.dumps({"id": 7, "label": label}), F) == ("7", y)
 

@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from streamcal.cli import main
-from streamcal.stream.replay import demo_records, replay, replay_counts
+from streamcal.demo.replay import demo_records, replay, replay_counts
 
 # ApiVersions v0 request, correlation id 7, client id "t": any Kafka broker answers it.
 _BODY = struct.pack(">hhih", 18, 0, 7, 1) + b"t"

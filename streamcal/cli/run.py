@@ -35,6 +35,11 @@ Records of all partitions of both input topics are processed in one deterministi
 (record timestamp, events before labels, partition, offset), so a replay gives the same
 predictions; --merge-wait bounds how long a lagging partition can hold the others back.
 The TTLs (--pending-ttl, --label-wait) are measured in record time, not wall-clock time.
+
+Topics of any Kafka client and codec (none, gzip, snappy, lz4, zstd) are read. A record
+batch that cannot be read (a codec package missing, a corrupt batch) stops the processor
+with exit status 3 and a message naming the topic, partition, offset and the fix;
+--skip-unreadable dead-letters its offset range instead and goes on.
 """
 
 
@@ -116,6 +121,7 @@ def _main(args) -> int:
     from kafka.errors import KafkaError
 
     from streamcal.stream.group import GroupError
+    from streamcal.stream.ordering import UnreadableBatch
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.
@@ -125,6 +131,9 @@ def _main(args) -> int:
     except (GroupError, CheckpointError) as exc:  # refused: another instance, the topics
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 2
+    except UnreadableBatch as exc:  # its message says where, why and what to do
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 3
     except (KafkaError, RuntimeError, OSError) as exc:
         # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
         # was written after the failure, so a restart resumes from the last good one.

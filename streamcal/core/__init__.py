@@ -4,12 +4,12 @@ from streamcal.core.batch import venn_abers
 from streamcal.core.isotonic import (
     IsotonicCalibrator,
     dir_predict,
-    group_ties,
     isotonic_calibrator,
     venn_abers_bruteforce,
 )
 from streamcal.core.merge import MERGES, SCALAR_MERGES, merge_log, merge_mean, merge_square
 from streamcal.core.store import ScoreStore
+from streamcal.core.ties import group_ties
 
 __all__ = [
     "IsotonicCalibrator",

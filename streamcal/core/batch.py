@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from streamcal.core._tables import tables
-from streamcal.core._validate import check_arrays, check_test_scores
+from streamcal.core.ties import group_ties
+from streamcal.core.validate import check_test_scores
 
 __all__ = ["venn_abers"]
 
@@ -29,15 +30,13 @@ def venn_abers(cal_scores, cal_labels, test_scores) -> tuple[np.ndarray, np.ndar
     >>> p0.tolist(), p1.tolist()
     ([0.0], [1.0])
     """
-    s, y = check_arrays(cal_scores, cal_labels)
+    t, w, ones = group_ties(cal_scores, cal_labels)
     x = check_test_scores(test_scores)
-    t, inverse, w = np.unique(s, return_inverse=True, return_counts=True)
-    ones = np.bincount(inverse.ravel(), weights=y, minlength=len(t)).astype(np.int64)
     flat = x.ravel()
     p0 = np.zeros(flat.shape[0])
     p1 = np.ones(flat.shape[0])
     if len(t):
-        F0, F1 = tables(w.astype(np.int64), ones)
+        F0, F1 = tables(w, ones)
         c = np.searchsorted(t, flat, side="right") - 1  # last group with score <= x
         d = np.searchsorted(t, flat, side="left")  # first group with score >= x
         has_c = c >= 0

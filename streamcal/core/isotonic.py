@@ -14,37 +14,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamcal.core._validate import check_arrays, check_score, check_test_scores
+from streamcal.core.ties import group_ties
+from streamcal.core.validate import check_arrays, check_score, check_test_scores
 
 __all__ = [
     "IsotonicCalibrator",
-    "group_ties",
+    "pava",
     "isotonic_calibrator",
     "venn_abers_bruteforce",
     "dir_predict",
 ]
 
 
-def group_ties(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pool equal scores: return (distinct sorted scores, counts w, numbers of ones s).
+def pava(w, s) -> list[tuple[int, int, int]]:
+    """PAVA over pooled groups; returns blocks as (number of groups, count, ones).
 
-    >>> t, w, s = group_ties([0.5, 0.1, 0.5], [1, 0, 0])
-    >>> t.tolist(), w.tolist(), s.tolist()
-    ([0.1, 0.5], [1, 2], [0, 1])
+    Adjacent blocks with equal means are merged, so the blocks are the maximal level sets
+    of the fit (the canonical partition, which the stores' ``_check`` compares against).
+
+    >>> pava([1, 1, 2, 1], [1, 0, 1, 1])
+    [(3, 4, 2), (1, 1, 1)]
     """
-    scores, labels = check_arrays(scores, labels)
-    t, inverse, w = np.unique(scores, return_inverse=True, return_counts=True)
-    s = np.bincount(inverse, weights=labels, minlength=len(t)).astype(np.int64)
-    return t, w.astype(np.int64), s
-
-
-def _pava(w: np.ndarray, s: np.ndarray) -> list[tuple[int, int, int]]:
-    """PAVA over pooled groups; returns blocks as (number of groups, count, ones)."""
     blocks: list[list[int]] = []  # [groups, count, ones]
-    for wi, si in zip(w.tolist(), s.tolist(), strict=True):
+    for wi, si in zip(np.asarray(w).tolist(), np.asarray(s).tolist(), strict=True):
         blocks.append([1, wi, si])
-        # merge while the left block's mean exceeds the right one's: s1/w1 > s2/w2
-        while len(blocks) > 1 and blocks[-2][2] * blocks[-1][1] > blocks[-1][2] * blocks[-2][1]:
+        # merge while the left block's mean is not below the right one's: s1/w1 >= s2/w2
+        while len(blocks) > 1 and blocks[-2][2] * blocks[-1][1] >= blocks[-1][2] * blocks[-2][1]:
             g, c, o = blocks.pop()
             blocks[-1][0] += g
             blocks[-1][1] += c
@@ -93,7 +88,7 @@ def isotonic_calibrator(scores, labels) -> IsotonicCalibrator:
     t, w, s = group_ties(scores, labels)
     values = np.empty(len(t))
     i = 0
-    for groups, count, ones in _pava(w, s):
+    for groups, count, ones in pava(w, s):
         values[i : i + groups] = ones / count
         i += groups
     return IsotonicCalibrator(t, values)

@@ -1,6 +1,16 @@
-"""Learner: river-compatible Venn-Abers classifiers built on the core."""
+"""Learner: river-compatible Venn-Abers classifiers built on the core.
 
-from streamcal.learner.classifier import MODES, VennAbersClassifier
-from streamcal.learner.interval import VennAbersInterval
+The names are loaded on first use, so that ``streamcal.learner.modes`` can be imported
+without river (the command line's settings list the modes).
+"""
+
+from streamcal._lazy import lazy_names
+
+_PUBLIC = {
+    "MODES": "streamcal.learner.modes",
+    "VennAbersClassifier": "streamcal.learner.classifier",
+    "VennAbersInterval": "streamcal.learner.interval",
+}
+__getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
 __all__ = ["MODES", "VennAbersClassifier", "VennAbersInterval"]

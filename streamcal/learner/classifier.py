@@ -9,15 +9,14 @@ from numbers import Integral
 from river import base
 
 from streamcal.core import MERGES, SCALAR_MERGES
-from streamcal.core._validate import check_label
+from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
+from streamcal.learner.modes import DEFAULT_MODE, MODES, check_mode
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
 __all__ = ["VennAbersClassifier", "MODES"]
-
-MODES = ("pretrained", "sva", "va")
 
 
 def _check_window(name: str, value, allow_none: bool = False):
@@ -115,7 +114,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     def __init__(
         self,
         model: base.Classifier,
-        mode: str = "pretrained",
+        mode: str = DEFAULT_MODE,
         merge: str = "log",
         window: int | None = 1000,
         refresh_every: int | None = None,
@@ -127,8 +126,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             )
         if not hasattr(model, "predict_proba_one"):
             raise TypeError(f"model must have predict_proba_one, got {model!r}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        check_mode(mode)
         if merge not in MERGES:
             raise ValueError(f"merge must be one of {tuple(MERGES)}, got {merge!r}")
         _check_window("window", window, allow_none=(mode == "sva"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from river import compose
 
-from streamcal.core._validate import check_score
+from streamcal.core.validate import check_score
 
 __all__ = ["canonical", "ordered", "score_one", "score_sorted", "score_many", "LearnScore"]
 

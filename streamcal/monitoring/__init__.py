@@ -3,7 +3,8 @@
 ``CalibrationTracker`` computes the statistics; ``read_metric_log`` / ``read_predictions``
 read the JSON-lines files the stream processor writes; ``write_report`` turns either into
 an HTML page with figures (needs matplotlib: ``pip install streamcal-va[report]``);
-``PrometheusExporter`` serves metric-log lines to Prometheus.
+``PrometheusExporter`` serves metric-log lines to Prometheus. ``schema`` declares the
+fields of a metric line once, for all of them (docs/contracts.md).
 """
 
 from streamcal.monitoring.metric_log import read_metric_log, read_predictions

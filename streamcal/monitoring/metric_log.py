@@ -2,11 +2,10 @@
 
 Two inputs, one JSON object per line:
 
-* a **metric log**, written by the stream processor: each line is
-  ``CalibrationTracker.snapshot()`` plus the processor's counters (``ts``, ``events``,
-  ``predictions``, ``pending``, ``expired``, ``dead_letters``, ``events_per_s``,
-  ``calibration_size``, ``version``); optionally the reliability bins (``reliability``,
-  ``raw_reliability``, see ``snapshot(reliability=True)``).
+* a **metric log**, written by the stream processor: each line has the fields of the
+  metric schema (``streamcal.monitoring.schema``): ``CalibrationTracker.snapshot()``
+  (required), the processor's counters (optional here) and optionally the reliability
+  bins (``reliability``, ``raw_reliability``, see ``snapshot(reliability=True)``).
 * a **predictions file joined with labels**: each line has at least ``p0``, ``p1`` (the
   Venn-Abers pair, in [0, 1]; p0 <= p1 except in full VA) and ``label`` (0/1 or false/true);
   optionally ``score`` (the raw model probability of 1) and ``p`` (the merged probability;
@@ -28,11 +27,12 @@ from numbers import Real
 
 import orjson
 
-from streamcal.monitoring.tracker import SNAPSHOT_KEYS, CalibrationTracker
+from streamcal.monitoring import schema
+from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = [
     "PREDICTION_FIELDS",
-    "METRIC_LOG_KEYS",
+    "check_metric_line",
     "detect_format",
     "iter_json_lines",
     "metric_log_from_predictions",
@@ -41,23 +41,6 @@ __all__ = [
 ]
 
 PREDICTION_FIELDS = ("p0", "p1", "label")
-# A metric-log line must carry the tracker's snapshot keys (numbers, or null if undefined);
-# ``raw_labels`` came later than the contract, so older logs may lack it.
-METRIC_LOG_KEYS = tuple(k for k in SNAPSHOT_KEYS if k != "raw_labels")
-# The processor's own fields: optional here, numbers or null when present.
-STREAM_KEYS = (
-    "ts",
-    "raw_labels",
-    "events",
-    "predictions",
-    "pending",
-    "expired",
-    "dead_letters",
-    "waiting_labels",
-    "merge_stalls",
-    "events_per_s",
-    "calibration_size",
-)
 _BIN_KEYS = ("lo", "hi", "count", "mean_pred", "frequency")
 # Progress bars only where they help: files above this many bytes.
 _PROGRESS_BYTES = 4 << 20
@@ -148,18 +131,28 @@ def _check_bins(where: str, key: str, bins) -> None:
 
 
 def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
-    """Raise ValueError (prefixed by ``where``) unless ``obj`` is a valid metric-log line."""
-    for k in METRIC_LOG_KEYS:
-        if k not in obj:
-            raise ValueError(f"{where}: missing field {k!r}")
-    for k in METRIC_LOG_KEYS + STREAM_KEYS:
-        v = obj.get(k)
-        if v is not None and not _is_number(v):
-            raise ValueError(f"{where}: field {k!r} must be a number or null, got {v!r}")
-    if not isinstance(obj["labels"], int) or obj["labels"] < 0:
-        raise ValueError(f"{where}: field 'labels' must be a count, got {obj['labels']!r}")
-    _check_bins(where, "reliability", obj.get("reliability"))
-    _check_bins(where, "raw_reliability", obj.get("raw_reliability"))
+    """Raise ValueError (prefixed by ``where``) unless ``obj`` is a valid metric-log line:
+    every required field of the schema present, numbers (or null) where the schema has
+    counters and gauges, counts where it has counters, bins where it has bins, strings
+    for label values."""
+    fields = schema.FIELDS
+    for f in fields:
+        if f.required and f.key not in obj:
+            raise ValueError(f"{where}: missing field {f.key!r}")
+    for f in fields:
+        v = obj.get(f.key)
+        if f.kind == schema.BINS:
+            _check_bins(where, f.key, v)
+        elif v is None or not f.numeric:
+            continue
+        elif not _is_number(v):
+            raise ValueError(f"{where}: field {f.key!r} must be a number or null, got {v!r}")
+        elif f.kind == schema.COUNTER and (not isinstance(v, int) or v < 0):
+            raise ValueError(f"{where}: field {f.key!r} must be a count, got {v!r}")
+    for label in schema.LABELS:
+        v = obj.get(label.key)
+        if v is not None and not isinstance(v, str):
+            raise ValueError(f"{where}: label {label.key!r} must be a string, got {v!r}")
     return obj
 
 

@@ -1,10 +1,12 @@
 """``PrometheusExporter``: serve the latest metric-log line on an HTTP ``/metrics`` endpoint.
 
 The stream processor calls ``update(line)`` each time it writes a metric-log line; a
-scrape then reads that line. Cumulative counts of the line become Prometheus counters
-(``streamcal_events_total``, ...), everything else gauges. The exporter is a custom
-collector on its own ``CollectorRegistry``, so several processors (or tests) in one process
-never collide, and a scrape always sees one consistent line.
+scrape then reads that line. The metric schema (``streamcal.monitoring.schema``) says
+what each field becomes: counters (``streamcal_events_total``, ...), gauges, and the
+version as ``streamcal_build_info``; lines with label values (see the schema) are kept
+one per label set. The exporter is a custom collector on its own ``CollectorRegistry``,
+so several processors (or tests) in one process never collide, and a scrape always sees
+one consistent line.
 
 >>> import urllib.request
 >>> with PrometheusExporter(port=0) as exporter:  # port 0: any free port
@@ -24,75 +26,61 @@ from numbers import Real
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
-__all__ = ["PrometheusExporter", "COUNTERS", "GAUGES"]
+from streamcal.monitoring import schema
 
-# metric-log key -> (metric name without prefix, help). Counters get "_total" appended.
-COUNTERS = {
-    "events": ("events", "Events consumed."),
-    "labels": ("labels", "Labels joined to their predictions (tracker updates)."),
-    "raw_labels": ("raw_labels", "Labels whose prediction carried a raw model score."),
-    "predictions": ("predictions", "Predictions produced."),
-    "expired": ("expired", "Predictions whose label never came before the deadline."),
-    "dead_letters": ("dead_letters", "Messages sent to the dead-letter topic."),
-    "merge_stalls": ("merge_stalls", "Times the ordered merge of partitions waited on one."),
+__all__ = ["PrometheusExporter"]
+
+# In the order of a scrape; bins stay in the metric log, for reports.
+_FAMILIES = {
+    schema.COUNTER: CounterMetricFamily,
+    schema.GAUGE: GaugeMetricFamily,
+    schema.INFO: InfoMetricFamily,
 }
-GAUGES = {
-    "pending": ("pending", "Predictions waiting for their label."),
-    "waiting_labels": ("waiting_labels", "Labels waiting for their event."),
-    "events_per_s": ("events_per_second", "Recent event rate."),
-    "calibration_size": ("calibration_size", "Labelled pairs in the calibration set."),
-    "ts": ("last_update_timestamp_seconds", "Unix time of the metric-log line."),
-    "log_loss": ("log_loss", "Cumulative log loss of the calibrated probability p."),
-    "recent_log_loss": ("recent_log_loss", "Log loss of p over the last window of labels."),
-    "square_loss": ("square_loss", "Cumulative square (Brier) loss of p."),
-    "recent_square_loss": ("recent_square_loss", "Square loss of p over the last window."),
-    "raw_log_loss": ("raw_log_loss", "Cumulative log loss of the raw model score."),
-    "recent_raw_log_loss": ("recent_raw_log_loss", "Log loss of the raw score, last window."),
-    "raw_square_loss": ("raw_square_loss", "Cumulative square loss of the raw model score."),
-    "recent_raw_square_loss": (
-        "recent_raw_square_loss",
-        "Square loss of the raw score, last window.",
-    ),
-    "mean_width": ("mean_width", "Mean Venn-Abers interval width p1 - p0."),
-    "recent_mean_width": ("recent_mean_width", "Mean p1 - p0 over the last window."),
-    "ece": ("ece", "Binned expected calibration error of p."),
-    "raw_ece": ("raw_ece", "Binned expected calibration error of the raw score."),
-    "mean_p0": ("mean_p0", "Mean p0 (lower end of the Corollary 1 band)."),
-    "frequency": ("frequency", "Frequency of label 1."),
-    "mean_p1": ("mean_p1", "Mean p1 (upper end of the Corollary 1 band)."),
-}
+
+
+def _label_values(line: dict) -> tuple:
+    """The line's values of the schema's labels (None where it has none)."""
+    return tuple(line.get(label.key) for label in schema.LABELS)
 
 
 class _LineCollector:
-    """Turns the latest metric-log line into metric families at each scrape."""
+    """Turns the latest metric-log line of each label set into metric families at each
+    scrape. A line without labels is the whole processor's."""
 
     def __init__(self, prefix: str, const_labels: dict[str, str]):
         self.prefix = prefix
         self.label_names = list(const_labels)
         self.label_values = [str(v) for v in const_labels.values()]
-        self.line: dict = {}
+        self.lines: dict[tuple, dict] = {}
 
     def describe(self):
         return []  # names depend on the line; registering must not call collect()
 
     def collect(self):
-        line = self.line  # one reference: a concurrent update() cannot mix two lines
-        for table, family in ((COUNTERS, CounterMetricFamily), (GAUGES, GaugeMetricFamily)):
-            for key, (name, doc) in table.items():
-                value = line.get(key)
-                if value is None:
+        lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
+        label_keys = [label.key for label in schema.LABELS]
+        for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
+            family = _FAMILIES[f.kind]
+            m = None
+            for values, line in lines:
+                value = line.get(f.key)
+                # A labelled line feeds only the fields broken down by its labels.
+                used = {k for k, v in zip(label_keys, values, strict=True) if v is not None}
+                if value is None or not used <= set(f.labels):
                     continue  # undefined (no labels yet, no raw scores): absent, not 0
-                m = family(f"{self.prefix}_{name}", doc, labels=self.label_names)
-                m.add_metric(self.label_values, float(value))
+                if m is None:
+                    m = family(
+                        f"{self.prefix}_{f.prometheus_name}",
+                        f.help,
+                        labels=self.label_names + list(f.labels),
+                    )
+                label_values = self.label_values + [str(line.get(k) or "") for k in f.labels]
+                if f.kind == schema.INFO:
+                    m.add_metric(label_values, {f.key: str(value)})
+                else:
+                    m.add_metric(label_values, float(value))
+            if m is not None:
                 yield m
-        if line.get("version") is not None:
-            m = InfoMetricFamily(
-                f"{self.prefix}_build",
-                "The version field of the metric line (streamcal's version).",
-                labels=self.label_names,
-            )
-            m.add_metric(self.label_values, {"version": str(line["version"])})
-            yield m
 
 
 class PrometheusExporter:
@@ -139,19 +127,23 @@ class PrometheusExporter:
         self.addr = addr
 
     def update(self, metric_line: dict) -> None:
-        """Publish one metric-log line (keys as in contracts.md; unknown keys are ignored).
+        """Publish one metric-log line (fields as in docs/contracts.md; unknown keys are
+        ignored). It replaces the previous line with the same label values.
 
         Raises ValueError naming the key if a known statistic is not a number or null.
         """
         if not isinstance(metric_line, dict):
             raise ValueError(f"metric line must be a dict, got {type(metric_line).__name__}")
-        for key in (*COUNTERS, *GAUGES):
-            v = metric_line.get(key)
-            if v is None:
+        for f in schema.FIELDS:
+            v = metric_line.get(f.key)
+            if v is None or not f.numeric:
                 continue
             if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):
-                raise ValueError(f"metric line field {key!r} must be a number or null, got {v!r}")
-        self._collector.line = dict(metric_line)
+                raise ValueError(f"metric line field {f.key!r} must be a number or null, got {v!r}")
+        # A new dict for each line: a scrape in progress keeps reading the one it took.
+        lines = dict(self._collector.lines)
+        lines[_label_values(metric_line)] = dict(metric_line)
+        self._collector.lines = lines
 
     def close(self) -> None:
         """Stop the HTTP server (idempotent) and leave the registry."""

@@ -21,6 +21,7 @@ import math
 import os
 from pathlib import Path
 
+from streamcal.monitoring import schema
 from streamcal.monitoring.metric_log import (
     detect_format,
     metric_log_from_predictions,
@@ -234,40 +235,26 @@ def corollary1_verdict(last: dict) -> str:
     return f"{head}: frequency is {k:.1f} SE {side}"
 
 
-_SUMMARY_ROWS = (
-    ("labelled events", "labels"),
-    ("with a raw score", "raw_labels"),
-    ("events", "events"),
-    ("predictions", "predictions"),
-    ("predictions waiting for a label", "pending"),
-    ("labels waiting for an event", "waiting_labels"),
-    ("expired", "expired"),
-    ("dead letters", "dead_letters"),
-    ("events / s", "events_per_s"),
-    ("partition-merge stalls", "merge_stalls"),
-    ("calibration set size", "calibration_size"),
-    ("streamcal version", "version"),
-)
+# The statistics of the tracker, laid out as tables; every other field of the schema
+# that has a title goes into the summary table.
+_LOSS_COLUMNS = ("calibrated", "calibrated, recent", "raw", "raw, recent")
 _LOSS_ROWS = (
-    ("log loss", "log_loss", "recent_log_loss", "raw_log_loss", "recent_raw_log_loss"),
-    (
-        "square loss",
-        "square_loss",
-        "recent_square_loss",
-        "raw_square_loss",
-        "recent_raw_square_loss",
-    ),
-    ("ECE (binned)", "ece", None, "raw_ece", None),
-    ("mean p1 - p0", "mean_width", "recent_mean_width", None, None),
+    ("log_loss", "recent_log_loss", "raw_log_loss", "recent_raw_log_loss"),
+    ("square_loss", "recent_square_loss", "raw_square_loss", "recent_raw_square_loss"),
+    ("ece", None, "raw_ece", None),
+    ("mean_width", "recent_mean_width", None, None),
 )
+_BAND = ("mean_p0", "frequency", "mean_p1")
+
+
+def _summary_fields():
+    tables = {k for row in _LOSS_ROWS for k in row if k} | set(_BAND)
+    return [f for f in schema.FIELDS if f.title and f.key not in tables]
 
 
 def summary(last: dict) -> dict:
     """The numbers the page shows, by metric-log key (from the last line), plus the verdict."""
-    keys = [k for _, k in _SUMMARY_ROWS]
-    keys += [k for row in _LOSS_ROWS for k in row[1:] if k]
-    keys += ["mean_p0", "frequency", "mean_p1"]
-    out = {k: last[k] for k in keys if k in last}
+    out = {f.key: last[f.key] for f in schema.FIELDS if f.title and f.key in last}
     out["corollary1"] = corollary1_verdict(last)
     return out
 
@@ -325,21 +312,23 @@ _READING = {
 
 def _html(log, last, source, kind, title, out: Path) -> str:
     rows = "".join(
-        f"<tr><td>{name}</td>{_cell(last, key)}</tr>"
-        for name, key in _SUMMARY_ROWS
-        if last.get(key) is not None or key in ("labels",)
+        f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
+        for f in _summary_fields()
+        if last.get(f.key) is not None or f.key == "labels"
     )
     loss_rows = "".join(
-        f"<tr><td>{name}</td>" + "".join(_cell(last, k) for k in keys) + "</tr>"
-        for name, *keys in _LOSS_ROWS
+        f"<tr><td>{html.escape(schema.field(keys[0]).title)}</td>"
+        + "".join(_cell(last, k) for k in keys)
+        + "</tr>"
+        for keys in _LOSS_ROWS
     )
-    band = (
-        f"<tr><td>mean p0</td>{_cell(last, 'mean_p0')}</tr>"
-        f"<tr><td>frequency of 1</td>{_cell(last, 'frequency')}</tr>"
-        f"<tr><td>mean p1</td>{_cell(last, 'mean_p1')}</tr>"
+    band = "".join(
+        f"<tr><td>{html.escape(schema.field(k).title)}</td>{_cell(last, k)}</tr>" for k in _BAND
+    ) + (
         f'<tr><td>Corollary 1</td><td data-key="corollary1">'
         f"{html.escape(corollary1_verdict(last))}</td></tr>"
     )
+    loss_head = "".join(f"<th>{c}</th>" for c in _LOSS_COLUMNS)
     figures = ""
     for name in FIGURES:
         data = base64.b64encode((out / name).read_bytes()).decode("ascii")
@@ -363,8 +352,7 @@ def _html(log, last, source, kind, title, out: Path) -> str:
 <p class="note">Input: <code>{html.escape(source)}</code>, {kind}.</p>
 <h2>Summary</h2>
 <table>{rows}</table>
-<table><tr><th></th><th>calibrated</th><th>calibrated, recent</th><th>raw</th>
-<th>raw, recent</th></tr>{loss_rows}</table>
+<table><tr><th></th>{loss_head}</tr>{loss_rows}</table>
 <table>{band}</table>
 <h2>Figures</h2>
 {figures}

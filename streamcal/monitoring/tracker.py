@@ -22,31 +22,11 @@ from collections import deque
 
 from river import stats
 
-from streamcal.core._validate import check_label
+from streamcal.core.validate import check_label
 from streamcal.monitoring.reliability import ReliabilityBins
+from streamcal.monitoring.schema import SNAPSHOT_KEYS
 
-__all__ = ["CalibrationTracker", "SNAPSHOT_KEYS"]
-
-# The flat keys of ``CalibrationTracker.snapshot()`` (contracts.md), in order.
-SNAPSHOT_KEYS = (
-    "labels",
-    "raw_labels",
-    "log_loss",
-    "recent_log_loss",
-    "square_loss",
-    "recent_square_loss",
-    "raw_log_loss",
-    "recent_raw_log_loss",
-    "raw_square_loss",
-    "recent_raw_square_loss",
-    "mean_width",
-    "recent_mean_width",
-    "ece",
-    "raw_ece",
-    "mean_p0",
-    "frequency",
-    "mean_p1",
-)
+__all__ = ["CalibrationTracker", "SNAPSHOT_KEYS", "prediction_in_range"]
 
 # river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
 _EPS = 1e-15
@@ -129,6 +109,24 @@ def _means_state(old: dict) -> dict:
     return state
 
 
+def prediction_in_range(p0, p1, p=None, score=None) -> bool:
+    """Whether ``CalibrationTracker.update`` accepts this prediction: p0, p1, and p and the
+    raw score when given, all numbers in [0, 1].
+
+    p0 > p1 is allowed: full Venn-Abers (Algorithm 1, mode "va") retrains the scorer
+    differently for the two labels, so the pair need not be ordered.
+
+    >>> prediction_in_range(0.6, 0.4), prediction_in_range(0.2, 1.5), prediction_in_range("a", 1)
+    (True, False, False)
+    """
+    try:
+        ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0
+        ok = ok and (p is None or 0.0 <= p <= 1.0)
+        return ok and (score is None or 0.0 <= score <= 1.0)
+    except TypeError:
+        return False
+
+
 def _log_loss(y, q):
     """river's ``metrics.LogLoss`` term: -log of the probability given to ``y``, clamped."""
     if q < _EPS:
@@ -194,23 +192,13 @@ class CalibrationTracker:
     def update(self, p0: float, p1: float, y, score: float | None = None, p: float | None = None):
         """Add one labelled prediction. Raises ValueError (state unchanged) on bad input."""
         y = check_label(y)
-        try:
-            # p0 > p1 is allowed: full Venn-Abers (Algorithm 1, mode "va") retrains the
-            # scorer differently for the two labels, so the pair need not be ordered.
-            ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0
-            if p is None:
-                p = p1 / (1.0 - p0 + p1)
-            else:
-                ok = ok and 0.0 <= p <= 1.0
-            if score is not None:
-                ok = ok and 0.0 <= score <= 1.0
-        except TypeError:
-            ok = False
-        if not ok:
+        if not prediction_in_range(p0, p1, p, score):
             raise ValueError(
                 "need p0, p1, p and score in [0, 1] (score may be None), got "
                 f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}"
             )
+        if p is None:
+            p = p1 / (1.0 - p0 + p1)
         # Plain floats from here on: numpy scalars would leak into the JSON snapshot.
         p0, p1, p = float(p0), float(p1), float(p)
         width = p1 - p0
@@ -256,7 +244,8 @@ class CalibrationTracker:
         raise ValueError(f'which must be "p" or "score", got {which!r}')
 
     def snapshot(self, reliability: bool = False) -> dict:
-        """The statistics as a flat JSON-ready dict (keys ``SNAPSHOT_KEYS``; None if undefined).
+        """The statistics as a flat JSON-ready dict: the tracker fields of the metric schema
+        (``SNAPSHOT_KEYS``, in order; None if undefined).
 
         With ``reliability=True`` it also carries the bins: ``reliability`` (of p) and
         ``raw_reliability`` (of the score, None without scores), so that a report made from

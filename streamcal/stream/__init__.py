@@ -12,7 +12,9 @@ Modules, one idea each:
 * ``sink`` -- producing outputs: the outbox and the producer process that runs it.
 * ``deadletter`` -- dead-letter records (original bytes, source, reason).
 * ``models`` -- scoring-model presets and ``module:function``.
-* ``broker`` -- ``LocalBroker``: a local tansu broker for the demo and the tests.
+
+Only what a production deployment runs; the demo (local broker, demo stream) is
+``streamcal.demo``.
 
 Kafka is imported only when a processor runs, so importing this package is cheap.
 """

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamcal.core.merge import MERGES
+from streamcal.learner.modes import MODES, check_mode
+from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
 
 __all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
 
@@ -33,6 +35,7 @@ ENV_PREFIX = "STREAMCAL_"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _MERGES = tuple(MERGES)
+_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
@@ -105,16 +108,34 @@ class ProcessorConfig:
     timestamp_field: str = _opt(
         "ts", "optional JSON field holding the event time (unix s)", "topics"
     )
+    max_message_bytes: int = _opt(
+        1_048_576,
+        "input records whose key and value exceed this many bytes are dead-lettered "
+        "(Kafka's default message limit)",
+        "topics",
+    )
+    max_features: int = _opt(1000, "events with more features are dead-lettered", "topics")
+    max_string_length: int = _opt(
+        1024,
+        "ids and feature names (name=value for string features) longer than this many "
+        "characters are dead-lettered",
+        "topics",
+    )
+    max_future_s: float = _opt(
+        86400.0,
+        "records whose timestamp is more than this many seconds ahead of the wall clock "
+        "are dead-lettered (they would advance the record-time clock)",
+        "topics",
+    )
 
     # --- model ---
     model: str = _opt(
-        "logreg",
-        "scoring model: logreg (scaled logistic regression), gnb (Gaussian naive Bayes), "
-        "hoeffding (Hoeffding tree), or module:function returning a river classifier",
+        DEFAULT_MODEL,
+        f"scoring model: {describe_presets()}, or module:function returning a river classifier",
         "model",
     )
     mode: str | None = _opt(
-        None, "Venn-Abers mode: pretrained, sva or va (default: the learner's)", "model"
+        None, f"Venn-Abers mode: {', '.join(MODES)} (default: the learner's)", "model"
     )
     window: int | None = _opt(None, "calibration window (default: the learner's)", "model")
     merge: str = _opt("log", "merge of (p0, p1) used as p: log, square or mean", "model")
@@ -184,6 +205,17 @@ class ProcessorConfig:
     # --- throughput ---
     poll_max_records: int = _opt(2000, "records per consumer poll", "kafka")
     linger_ms: int = _opt(5, "producer linger (ms)", "kafka")
+    compression_type: str = _opt(
+        "none",
+        "compression of the outputs (predictions, dead letters, metrics): " + ", ".join(_CODECS),
+        "kafka",
+    )
+    skip_unreadable: bool = _opt(
+        False,
+        "skip an input record batch that cannot be read (codec not installed, corrupt) and "
+        "dead-letter its offset range; off: stop with an error naming it",
+        "kafka",
+    )
     producer_process: bool = _opt(
         True,
         "produce outputs from a child process that owns the Kafka producer (a second CPU "
@@ -257,6 +289,9 @@ class ProcessorConfig:
             "poll_max_records",
             "session_timeout_ms",
             "state_chunk_bytes",
+            "max_message_bytes",
+            "max_features",
+            "max_string_length",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -272,6 +307,7 @@ class ProcessorConfig:
             "merge_wait",
             "metrics_interval",
             "checkpoint_interval",
+            "max_future_s",
         ):
             v = getattr(self, name)
             if not math.isfinite(v) or v <= 0:
@@ -299,10 +335,24 @@ class ProcessorConfig:
         for out in outputs:
             if out in inputs:
                 raise ValueError(f"output topic {out!r} is also an input topic")
-        if self.mode is not None and self.mode not in ("pretrained", "sva", "va"):
-            raise ValueError(f"mode must be one of pretrained, sva, va; got {self.mode!r}")
+        if self.mode is not None:
+            check_mode(self.mode)
         if self.mode == "va" and self.refresh_every is not None:
             raise ValueError("refresh_every must not be set with mode va (it rescores always)")
+        if self.compression_type not in _CODECS:
+            raise ValueError(
+                f"compression_type must be one of {', '.join(_CODECS)}; "
+                f"got {self.compression_type!r}"
+            )
+        if self.compression_type not in ("none", "gzip"):
+            import kafka.codec
+
+            if not getattr(kafka.codec, f"has_{self.compression_type}")():
+                raise ValueError(
+                    f"compression_type {self.compression_type}: the codec's Python package "
+                    "is not installed (python-snappy, lz4 or zstandard; dependencies of "
+                    "streamcal-va)"
+                )
         if self.merge not in _MERGES:
             raise ValueError(f"merge must be one of {', '.join(_MERGES)}; got {self.merge!r}")
         if self.security_protocol not in _SECURITY_PROTOCOLS:
@@ -344,10 +394,7 @@ class ProcessorConfig:
                 "state_dir needs a checkpoint key: set STREAMCAL_CHECKPOINT_KEY or "
                 "--checkpoint-key-file (a file outside the state directory)"
             )
-        if self.model not in ("logreg", "gnb", "hoeffding") and ":" not in self.model:
-            raise ValueError(
-                f"model must be logreg, gnb, hoeffding or module:function; got {self.model!r}"
-            )
+        check_model_spec(self.model)
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""
@@ -380,6 +427,12 @@ class ProcessorConfig:
         if "SSL" in self.security_protocol:
             out["ssl_check_hostname"] = self.ssl_check_hostname
         return out
+
+    def producer_settings(self) -> dict:
+        """Options of the outputs' producer beyond ``kafka_client_settings`` (kafka-python
+        names)."""
+        codec = self.compression_type
+        return {"compression_type": None if codec == "none" else codec}
 
     def __repr__(self) -> str:  # never print secrets
         parts = []

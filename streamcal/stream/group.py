@@ -161,6 +161,10 @@ class MergeView:
     def position(self, tp):
         return self._consumer.position(tp) if self.current else 0
 
+    def seek(self, tp, offset: int) -> None:
+        if self.current:
+            self._consumer.seek(tp, offset)
+
 
 class GlobalLock:
     """Membership of a ``--scope global`` instance in its consumer group.
@@ -191,9 +195,21 @@ class GlobalLock:
         self._kept_at = 0.0
 
     def acquire(self, timeout: float = 120.0) -> None:
+        from kafka import ConsumerRebalanceListener
+
         consumer = self.consumer
+
+        class _Paused(ConsumerRebalanceListener):
+            # The lock only holds the partitions: it never fetches their records (nor
+            # fails on one it cannot read: the processor's own consumer reports those).
+            def on_partitions_revoked(self, revoked):
+                pass
+
+            def on_partitions_assigned(self, assigned):
+                consumer.pause(*assigned)
+
         n = partition_count(consumer, self.topic)
-        consumer.subscribe([self.topic])
+        consumer.subscribe([self.topic], listener=_Paused())
         deadline = time.monotonic() + timeout
         while not consumer.assignment():
             if time.monotonic() > deadline:

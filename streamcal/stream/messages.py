@@ -4,6 +4,13 @@ Decoding touches no state, so a rejected message leaves the processor exactly as
 String features are one-hot encoded (``{"color": "red"}`` -> ``{"color=red": 1.0}``) so
 that every preset model sees numbers only.
 
+Hostile input gets a bounded cost and a short reason: values longer than
+``Fields.max_bytes`` are refused before parsing, orjson refuses nesting deeper than 1024
+levels, events with more than ``Fields.max_features`` features and ids or feature names
+longer than ``Fields.max_string`` characters are refused, and a reason never quotes more
+than ~80 characters of the input (a repr of a deeply nested value could even overflow the
+stack).
+
 >>> fields = Fields()
 >>> decode_event(b'{"id": "e1", "features": {"x": 0.5, "color": "red"}}', fields)
 Event(id='e1', x={'x': 0.5, 'color=red': 1.0}, ts=None)
@@ -13,6 +20,10 @@ Label(id='e1', y=True)
 Traceback (most recent call last):
 ...
 streamcal.stream.messages.BadInput: feature 'x' is not a number or a string: None
+>>> decode_label(None, fields)
+Traceback (most recent call last):
+...
+streamcal.stream.messages.BadInput: tombstone (the record's value is null)
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from typing import NamedTuple
 
 import orjson
 
-__all__ = ["BadInput", "Event", "Label", "Fields", "decode_event", "decode_label"]
+__all__ = ["BadInput", "Event", "Label", "Fields", "Rejected", "decode_event", "decode_label"]
 
 
 class BadInput(ValueError):
@@ -41,20 +52,69 @@ class Label(NamedTuple):
 
 
 class Fields(NamedTuple):
-    """Names of the JSON fields (configurable)."""
+    """Names of the JSON fields and the limits of a message (all configurable)."""
 
     id: str = "id"
     features: str = "features"
     label: str = "label"
     timestamp: str = "ts"
+    max_bytes: int = 1_048_576  # of a value
+    max_features: int = 1000  # per event
+    max_string: int = 1024  # characters of an id or a feature name (``k=v`` for strings)
+
+    @classmethod
+    def of(cls, config) -> Fields:
+        """The fields and limits of a ``ProcessorConfig``."""
+        return cls(
+            config.id_field,
+            config.features_field,
+            config.label_field,
+            config.timestamp_field,
+            config.max_message_bytes,
+            config.max_features,
+            config.max_string_length,
+        )
 
 
-def _load(value) -> dict:
+class Rejected:
+    """A record's value refused before decoding (by the input's reader, e.g. a record
+    timestamp far in the future, or an unreadable batch): decoding raises ``BadInput``
+    with ``reason``, and its dead letter keeps ``original`` (bytes or None)."""
+
+    __slots__ = ("reason", "original")
+
+    def __init__(self, reason: str, original: bytes | None = None):
+        self.reason = reason
+        self.original = original
+
+    def __len__(self) -> int:  # passes the size check: decoding then raises the reason
+        return 0
+
+    def __repr__(self) -> str:
+        return f"Rejected({self.reason!r})"
+
+
+def _short(v, limit: int = 80) -> str:
+    """A repr of ``v`` of at most ~``limit`` characters, safe for any JSON value (no repr
+    of a container: a deeply nested one would recurse once per level)."""
+    if type(v) is dict:
+        return f"an object of {len(v)} keys"
+    if type(v) is list:
+        return f"an array of {len(v)} items"
+    text = repr(v)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _load(value, limit: int) -> dict:
     if value is None:
-        raise BadInput("empty message (no value)")
+        raise BadInput("tombstone (the record's value is null)")
+    if len(value) > limit:
+        raise BadInput(f"value too large: {len(value)} bytes > max_message_bytes={limit}")
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
+        if type(value) is Rejected:  # only here: no cost for the records that decode
+            raise BadInput(value.reason) from None
         raise BadInput(f"malformed JSON: {exc}") from None
     if type(obj) is not dict:
         raise BadInput(f"message is not a JSON object but {type(obj).__name__}")
@@ -71,12 +131,12 @@ def _id(obj: dict, field: str) -> str:
         return str(eid)
     if eid is None:
         raise BadInput(f"missing id field {field!r}")
-    raise BadInput(f"id field {field!r} is not a string: {eid!r}")
+    raise BadInput(f"id field {field!r} is not a string or an integer: {_short(eid)}")
 
 
 def decode_event(value: bytes | None, fields: Fields) -> Event:
     """Decode an event message or raise ``BadInput``."""
-    obj = _load(value)
+    obj = _load(value, fields.max_bytes)
     eid = _id(obj, fields.id)
     feats = obj.get(fields.features)
     if feats is None:
@@ -85,15 +145,29 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
         raise BadInput(f"features field {fields.features!r} is not an object")
     if not feats:
         raise BadInput("no features")
+    if len(feats) > fields.max_features:
+        raise BadInput(f"too many features: {len(feats)} > max_features={fields.max_features}")
     x = _plain_numbers(feats)
     if x is None:
         x = _features(feats)
+    if len(value) > fields.max_string:  # else no string in it can be longer
+        _check_lengths(eid, x, fields.max_string)
     ts = obj.get(fields.timestamp)
     if ts is not None:
         if type(ts) not in (int, float) or not math.isfinite(ts):
-            raise BadInput(f"timestamp field {fields.timestamp!r} is not a finite number: {ts!r}")
+            raise BadInput(
+                f"timestamp field {fields.timestamp!r} is not a finite number: {_short(ts)}"
+            )
         ts = float(ts)
     return _new_record(Event, (eid, x, ts))
+
+
+def _check_lengths(eid: str, x: dict, limit: int) -> None:
+    if len(eid) > limit:
+        raise BadInput(f"id longer than max_string_length={limit}: {len(eid)} characters")
+    if x and max(map(len, x)) > limit:
+        name = max(x, key=len)
+        raise BadInput(f"feature name longer than max_string_length={limit}: {_short(name)}")
 
 
 _new_record = tuple.__new__  # Event(...), Label(...) without their Python-level __new__
@@ -120,7 +194,7 @@ def _features(feats: dict) -> dict:
         t = type(v)
         if t is float:
             if v - v != 0.0:  # NaN or +-inf (orjson turns 1e999 into inf)
-                raise BadInput(f"feature {k!r} is not finite: {v!r}")
+                raise BadInput(f"feature {_short(k)} is not finite: {v!r}")
             x[k] = v
         elif t is int:
             x[k] = v
@@ -129,19 +203,32 @@ def _features(feats: dict) -> dict:
         elif t is bool:
             x[k] = 1.0 if v else 0.0
         else:
-            raise BadInput(f"feature {k!r} is not a number or a string: {v!r}")
+            raise BadInput(f"feature {_short(k)} is not a number or a string: {_short(v)}")
     return x
 
 
+# Labels as other producers write them: numbers from CSV or pandas (1.0), strings ("1").
+_LABELS = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}
+
+
 def decode_label(value: bytes | None, fields: Fields) -> Label:
-    """Decode a label message or raise ``BadInput``; labels are 0/1 or true/false."""
-    obj = _load(value)
+    """Decode a label message or raise ``BadInput``: true/false, 0/1 (also 0.0/1.0), or
+    the strings "0"/"1"/"true"/"false"."""
+    obj = _load(value, fields.max_bytes)
     eid = _id(obj, fields.id)
+    if len(value) > fields.max_string:
+        _check_lengths(eid, {}, fields.max_string)
     if fields.label not in obj:
         raise BadInput(f"missing label field {fields.label!r}")
     y = obj[fields.label]
     if y is True or y is False:
         return _new_record(Label, (eid, y))
-    if type(y) is int and y in (0, 1):
-        return _new_record(Label, (eid, y == 1))
-    raise BadInput(f"label is not binary (0/1 or true/false): {y!r}")
+    if type(y) in _LABEL_TYPES:
+        y = _LABELS.get(y)  # 1.0 == 1 hashes alike; 0.5, 2 and "yes" are not keys
+        if y is not None:
+            return _new_record(Label, (eid, y))
+        y = obj[fields.label]
+    raise BadInput(f'label is not binary (0/1, true/false or "0"/"1"/"true"/"false"): {_short(y)}')
+
+
+_LABEL_TYPES = frozenset((int, float, str))

@@ -14,43 +14,55 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["PRESETS", "make_model"]
+__all__ = ["DEFAULT_MODEL", "PRESETS", "check_model_spec", "describe_presets", "make_model"]
 
 
 def _logreg():
+    """scaled logistic regression"""
     from river import linear_model, preprocessing
 
     return preprocessing.StandardScaler() | linear_model.LogisticRegression()
 
 
 def _gnb():
+    """Gaussian naive Bayes"""
     from river import naive_bayes
 
     return naive_bayes.GaussianNB()
 
 
 def _hoeffding():
+    """Hoeffding tree"""
     from river import tree
 
     return tree.HoeffdingTreeClassifier()
 
 
-PRESETS = {
-    "logreg": _logreg,  # scaled logistic regression
-    "gnb": _gnb,  # Gaussian naive Bayes
-    "hoeffding": _hoeffding,  # Hoeffding tree
-}
+# name -> factory; the factory's docstring says what it is (for help texts).
+PRESETS = {"logreg": _logreg, "gnb": _gnb, "hoeffding": _hoeffding}
+DEFAULT_MODEL = "logreg"
+
+
+def describe_presets() -> str:
+    """The presets for a help text: ``logreg (scaled logistic regression), ...``."""
+    return ", ".join(f"{name} ({make.__doc__})" for name, make in PRESETS.items())
+
+
+def check_model_spec(spec) -> str:
+    """``spec`` if it names a preset or has the form ``module:function`` (not imported
+    here), else ``ValueError`` listing the presets."""
+    if not isinstance(spec, str) or (spec not in PRESETS and ":" not in spec):
+        raise ValueError(
+            f"model must be one of {', '.join(PRESETS)} or module:function; got {spec!r}"
+        )
+    return spec
 
 
 def make_model(spec: str):
     """A fresh river classifier from a preset name or ``module:function`` (called with no
     arguments). Raises ``ValueError`` with a one-line message if it cannot be made."""
-    if spec in PRESETS:
+    if check_model_spec(spec) in PRESETS:
         return PRESETS[spec]()
-    if ":" not in spec:
-        raise ValueError(
-            f"model must be one of {', '.join(PRESETS)} or module:function; got {spec!r}"
-        )
     module_name, _, func_name = spec.partition(":")
     try:
         module = importlib.import_module(module_name)

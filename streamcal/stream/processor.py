@@ -31,6 +31,7 @@ from pathlib import Path
 import orjson
 
 import streamcal
+from streamcal.monitoring import schema as metric_schema
 from streamcal.stream.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.group import GlobalLock, GroupError, GroupMembership, MergeView
@@ -54,6 +55,8 @@ class Processor:
     is one, raising ``ValueError`` or ``CheckpointError`` before anything is consumed.
     Partition units are restored as the group assigns them.
     """
+
+    unit_class = CalibrationUnit  # what a unit of calibration is (a subclass may count more)
 
     def __init__(self, config: ProcessorConfig):
         config.validate()
@@ -91,7 +94,7 @@ class Processor:
             # Units come with the group's assignment; one made now checks the model and
             # loads the learner's modules before the instance joins (not while a rebalance
             # waits for it).
-            CalibrationUnit(config, None)
+            self.unit_class(config, None)
         now = time.monotonic()
         self._rate_marks: dict = {u: (now, unit.counts["events"]) for u, unit in self.units.items()}
         self._last_line_at = self._last_checkpoint_at = now
@@ -117,12 +120,12 @@ class Processor:
     def _unit(self, unit: int | None, state=None) -> CalibrationUnit:
         send = self._out.send if self._out is not None else None
         if state is None:
-            return CalibrationUnit(self.config, unit, send, self._emit_metrics)
+            return self.unit_class(self.config, unit, send, self._emit_metrics)
         if state.get("unit") != unit:
             raise CheckpointError(
                 f"checkpoint holds unit {state.get('unit')!r}, not unit {unit!r}; refusing it"
             )
-        return CalibrationUnit.from_state(state, self.config, send, self._emit_metrics)
+        return self.unit_class.from_state(state, self.config, send, self._emit_metrics)
 
     def _adopt(self, units: list[int]) -> None:
         """Restore the newest checkpoint of each unit: the local one or the state topic's,
@@ -173,6 +176,7 @@ class Processor:
             "enable_idempotence": True,
             "linger_ms": self.config.linger_ms,
             "batch_size": 256 * 1024,
+            **self.config.producer_settings(),
         }
         return ProducerProcess(settings) if self.config.producer_process else Outbox(settings)
 
@@ -209,37 +213,38 @@ class Processor:
 
     # ------------------------------------------------------------------ metrics
     def metric_line(self, unit: int | None = None) -> dict:
-        """The current metric line of a unit (contracts.md): tracker snapshot, counters,
-        and which unit and instance it comes from. Works before ``run``."""
+        """The current metric line of a unit (docs/contracts.md): every field of the metric
+        schema, in its order, from the tracker's snapshot, the unit's ``counts`` (by name)
+        and below; then the labels saying where it comes from: ``unit`` (the partition
+        number, or ``global``) and ``instance``. Works before ``run``."""
         if unit is None and self.config.scope == "partition":
             unit = min(self.units) if self.units else None
         st = self.units.get(unit)
         if st is None:
-            st = CalibrationUnit(self.config, unit)  # nothing assigned yet: an empty unit
+            st = self.unit_class(self.config, unit)  # nothing assigned yet: an empty unit
         now = time.time()
         mono = time.monotonic()
         events = st.counts["events"]
         mark = self._rate_marks.get(unit, (mono, events))
         elapsed = mono - mark[0]
         rate = (events - mark[1]) / elapsed if elapsed > 0 else 0.0
+        values = dict(st.counts)
         # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
         # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
         # report` can draw reliability diagrams from any metric log, even a cut-off one.
-        line = {"ts": now, **st.tracker.snapshot(reliability=True)}
-        line.update(
-            events=events,
-            predictions=st.counts["predictions"],
+        values.update(st.tracker.snapshot(reliability=True))
+        values.update(
+            ts=now,
             pending=len(st.pending),
-            expired=st.counts["expired"],
-            dead_letters=st.counts["dead_letters"],
             waiting_labels=len(st.waiting),
             events_per_s=rate,
             calibration_size=st.clf.calibration_size,
             merge_stalls=self.merge_stalls,
             version=self._version,
-            unit="global" if unit is None else unit,
-            instance=self.instance,
         )
+        line = {f.key: values.get(f.key) for f in metric_schema.FIELDS}
+        line["unit"] = "global" if unit is None else str(unit)
+        line["instance"] = self.instance
         return line
 
     def _emit_metrics(self, unit: CalibrationUnit | None = None) -> dict:
@@ -333,6 +338,9 @@ class Processor:
             {cfg.events_topic: _EVENT, cfg.labels_topic: _LABEL},
             max_wait=cfg.merge_wait,
             poll_records=cfg.poll_max_records,
+            max_future=cfg.max_future_s,
+            max_bytes=cfg.max_message_bytes,
+            skip_unreadable=cfg.skip_unreadable,
         )
 
     def run(

@@ -26,6 +26,7 @@ import orjson
 
 import streamcal
 from streamcal.core.merge import SCALAR_MERGES
+from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.checkpoint import CheckpointError
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
@@ -96,9 +97,7 @@ class CalibrationUnit:
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self.on_labels = on_labels
-        self._fields = Fields(
-            config.id_field, config.features_field, config.label_field, config.timestamp_field
-        )
+        self._fields = Fields.of(config)
         self._version = streamcal.__version__
 
     # ------------------------------------------------------------------ state
@@ -244,7 +243,7 @@ class CalibrationUnit:
         tracker or the learner refuses, the label becomes a dead letter and the state (the
         pending event included) is left as it was."""
         x, p0, p1, p, score = self.pending.get(eid)
-        if not _trackable(p0, p1, p, score):  # checked first: the learner cannot be undone
+        if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
             self._dead(
                 rec,
                 f"tracker rejected the prediction of {eid!r}: "
@@ -275,12 +274,3 @@ def check_fingerprint(state: dict, config) -> None:
                 f"processor is configured with {k}={getattr(config, k)!r}; use another "
                 "state directory or the same settings"
             )
-
-
-def _trackable(p0, p1, p, score) -> bool:
-    """Whether ``CalibrationTracker.update`` accepts this prediction (same checks)."""
-    try:
-        ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0 and 0.0 <= p <= 1.0
-        return ok and (score is None or 0.0 <= score <= 1.0)
-    except TypeError:
-        return False

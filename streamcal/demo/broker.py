@@ -30,14 +30,14 @@ each checked by hand against this binary, the starred ones also by tests/test_br
   cannot be used with '--key'", a clap argument-group bug fixed upstream), and either
   one alone leaves the listener in plaintext. ``LocalBroker(cert=..., key=...)`` therefore
   tries tansu's own TLS first and, when tansu refuses the pair, puts a small TLS
-  terminator (stdlib ``ssl`` + ``asyncio``, in a thread of this process) in front of a
-  loopback-only plaintext tansu that advertises the TLS port. Clients see a TLS-only
-  broker either way; ``broker.tls_mode`` says which (``"tansu"`` or ``"terminator"``).
+  terminator (``streamcal.demo.tls``: stdlib ``ssl`` + ``asyncio``, in a thread of this
+  process) in front of a loopback-only plaintext tansu that advertises the TLS port.
+  Clients see a TLS-only broker either way; ``broker.tls_mode`` says which
+  (``"tansu"`` or ``"terminator"``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import shutil
@@ -50,6 +50,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from streamcal.demo.tls import TlsTerminator
 
 __all__ = ["BrokerError", "LocalBroker", "find_tansu", "free_port"]
 
@@ -124,70 +126,6 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-class _TlsTerminator:
-    """Accept TLS on ``host:port`` and pipe the plaintext bytes to ``host:upstream``."""
-
-    def __init__(self, host: str, port: int, upstream: int, cert: str, key: str):
-        self.host, self.port, self.upstream = host, port, upstream
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.load_cert_chain(cert, key)
-        self.loop = asyncio.new_event_loop()
-        self._server: asyncio.base_events.Server | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="streamcal-tls", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-        self._started.wait(10)
-        if self._error is not None:
-            raise BrokerError(f"TLS terminator failed to start: {self._error}")
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self._server = self.loop.run_until_complete(
-                asyncio.start_server(self._handle, self.host, self.port, ssl=self.context)
-            )
-        except BaseException as exc:  # reported by start()
-            self._error = exc
-            self._started.set()
-            return
-        self._started.set()
-        self.loop.run_forever()
-        # Shutting down: close the listener and every open connection.
-        self._server.close()
-        tasks = asyncio.all_tasks(self.loop)
-        for task in tasks:
-            task.cancel()
-        self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        self.loop.close()
-
-    async def _handle(self, client_r, client_w) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection(self.host, self.upstream)
-        except OSError:
-            client_w.close()
-            return
-
-        async def pipe(reader, writer):
-            try:
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-                pass
-            finally:
-                writer.close()
-
-        await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w), return_exceptions=True)
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-
-
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
     # Linux: the broker gets SIGTERM if the process that started it dies (even by
     # SIGKILL), so a killed demo or test run never leaves a broker behind.
@@ -238,7 +176,7 @@ class LocalBroker:
         self._proc: subprocess.Popen | None = None
         self._log_file = None
         self._tmpdir: str | None = None
-        self._terminator: _TlsTerminator | None = None
+        self._terminator: TlsTerminator | None = None
 
     # -- public -------------------------------------------------------------------------
     @property
@@ -338,8 +276,11 @@ class LocalBroker:
             inner = free_port(self.host)
             self._spawn(inner, [], advertised=self.port)
             self._wait_tcp(self.host, inner)
-            self._terminator = _TlsTerminator(self.host, self.port, inner, self.cert, self.key)
-            self._terminator.start()
+            self._terminator = TlsTerminator(self.host, self.port, inner, self.cert, self.key)
+            try:
+                self._terminator.start()
+            except OSError as exc:
+                raise BrokerError(f"TLS terminator failed to start: {exc}") from None
             self.tls_mode = "terminator"
         else:
             self.tls_mode = "tansu"

@@ -1,0 +1,204 @@
+"""The metric schema: every field of a metric line, declared once.
+
+A metric line is one flat JSON object: the ``CalibrationTracker`` statistics of the
+stream plus the stream processor's counters (``docs/contracts.md``). Everything that
+reads or writes one loops over ``FIELDS``:
+
+* ``CalibrationTracker.snapshot()`` returns the ``tracker`` fields (``SNAPSHOT_KEYS``);
+* ``Processor.metric_line()`` puts all fields in schema order;
+* ``read_metric_log`` checks a line field by field (kind, required);
+* ``PrometheusExporter`` serves counters, gauges and the info field;
+* ``write_report`` shows every field that has a ``title``.
+
+Adding a metric is therefore one entry in ``FIELDS`` plus its computation: a statistic
+in ``CalibrationTracker.snapshot()``, or a processor count in ``CalibrationUnit.counts``
+(picked up by name).
+
+Labels: a field may be broken down by labels (``MetricField.labels``, names declared in
+``LABELS``). A line carries its label values as top-level string keys, e.g. ``"unit":
+"3"``; a line without them is the whole processor's. The exporter keeps the latest line
+of each label set. No label is declared yet: per-unit (``unit``, ``instance``) and
+Mondrian (``category``) metrics add theirs here.
+
+>>> [f.key for f in FIELDS if f.kind == COUNTER]
+['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
+>>> field("events_per_s").prometheus_name
+'events_per_second'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "BINS",
+    "COUNTER",
+    "FIELDS",
+    "GAUGE",
+    "INFO",
+    "LABELS",
+    "PROCESSOR",
+    "TRACKER",
+    "Label",
+    "MetricField",
+    "SNAPSHOT_KEYS",
+    "field",
+    "fields",
+]
+
+# Kinds. A counter is a cumulative count (int >= 0), a gauge any number; both may be null
+# while undefined (no labels yet). Info is a string (the version); bins are reliability
+# tables (lists of {"lo", "hi", "count", "mean_pred", "frequency"}).
+COUNTER, GAUGE, INFO, BINS = "counter", "gauge", "info", "bins"
+KINDS = (COUNTER, GAUGE, INFO, BINS)
+# Who computes a field.
+TRACKER, PROCESSOR = "tracker", "processor"
+
+
+@dataclass(frozen=True)
+class Label:
+    """A label that fields may be broken down by; its value is a string key of the line."""
+
+    key: str
+    help: str
+
+
+@dataclass(frozen=True)
+class MetricField:
+    """One field of the metric line.
+
+    ``key`` is its JSON key; ``kind`` one of ``COUNTER``, ``GAUGE``, ``INFO``, ``BINS``;
+    ``help`` one sentence (also the Prometheus help); ``source`` who computes it
+    (``TRACKER`` or ``PROCESSOR``); ``title`` its row name in the report (None: not
+    shown); ``required``: a metric-log line without it is refused; ``prometheus`` its
+    Prometheus name without the prefix (default: ``key``; counters get ``_total``);
+    ``labels`` the names of the labels it may be broken down by.
+    """
+
+    key: str
+    kind: str
+    help: str
+    source: str = PROCESSOR
+    title: str | None = None
+    required: bool = False
+    prometheus: str | None = None
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.key}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.source not in (TRACKER, PROCESSOR):
+            raise ValueError(f"{self.key}: source must be tracker or processor")
+
+    @property
+    def prometheus_name(self) -> str:
+        return self.prometheus or self.key
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in (COUNTER, GAUGE)
+
+
+def _t(key, kind, title, help) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=True)
+
+
+def _t_optional(key, kind, title, help) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=False)
+
+
+def _p(key, kind, title, help, **kw) -> MetricField:
+    return MetricField(key, kind, help, PROCESSOR, title, **kw)
+
+
+# In the order of the metric line. Each field: key, kind, report title, then its help.
+FIELDS: tuple[MetricField, ...] = (
+    _p("ts", GAUGE, None, prometheus="last_update_timestamp_seconds",
+       help="Unix time of the metric-log line."),
+    # --- CalibrationTracker ---
+    _t("labels", COUNTER, "labelled events",
+       "Labels joined to their predictions (tracker updates)."),
+    # raw_labels came later than the first metric logs: optional when reading.
+    _t_optional("raw_labels", COUNTER, "with a raw score",
+       "Labels whose prediction carried a raw model score."),
+    _t("log_loss", GAUGE, "log loss",
+       "Cumulative log loss of the calibrated probability p."),
+    _t("recent_log_loss", GAUGE, "log loss, recent",
+       "Log loss of p over the last window of labels."),
+    _t("square_loss", GAUGE, "square loss",
+       "Cumulative square (Brier) loss of p."),
+    _t("recent_square_loss", GAUGE, "square loss, recent",
+       "Square loss of p over the last window."),
+    _t("raw_log_loss", GAUGE, "raw log loss",
+       "Cumulative log loss of the raw model score."),
+    _t("recent_raw_log_loss", GAUGE, "raw log loss, recent",
+       "Log loss of the raw score, last window."),
+    _t("raw_square_loss", GAUGE, "raw square loss",
+       "Cumulative square loss of the raw model score."),
+    _t("recent_raw_square_loss", GAUGE, "raw square loss, recent",
+       "Square loss of the raw score, last window."),
+    _t("mean_width", GAUGE, "mean p1 - p0",
+       "Mean Venn-Abers interval width p1 - p0."),
+    _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
+       "Mean p1 - p0 over the last window."),
+    _t("ece", GAUGE, "ECE (binned)",
+       "Binned expected calibration error of p."),
+    _t("raw_ece", GAUGE, "raw ECE (binned)",
+       "Binned expected calibration error of the raw score."),
+    _t("mean_p0", GAUGE, "mean p0",
+       "Mean p0 (lower end of the Corollary 1 band)."),
+    _t("frequency", GAUGE, "frequency of 1",
+       "Frequency of label 1."),
+    _t("mean_p1", GAUGE, "mean p1",
+       "Mean p1 (upper end of the Corollary 1 band)."),
+    # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
+    _t_optional("reliability", BINS, None,
+       "Reliability bins of p."),
+    _t_optional("raw_reliability", BINS, None,
+       "Reliability bins of the raw score (null without scores)."),
+    # --- the stream processor ---
+    _p("events", COUNTER, "events",
+       "Events consumed."),
+    _p("predictions", COUNTER, "predictions",
+       "Predictions produced."),
+    _p("pending", GAUGE, "predictions waiting for a label",
+       "Predictions waiting for their label."),
+    _p("expired", COUNTER, "expired",
+       "Predictions whose label never came before the deadline."),
+    _p("dead_letters", COUNTER, "dead letters",
+       "Messages sent to the dead-letter topic."),
+    _p("waiting_labels", GAUGE, "labels waiting for an event",
+       "Labels waiting for their event."),
+    _p("events_per_s", GAUGE, "events / s", "Recent event rate.", prometheus="events_per_second"),
+    _p("calibration_size", GAUGE, "calibration set size",
+       "Labelled pairs in the calibration set."),
+    _p("merge_stalls", COUNTER, "partition-merge stalls",
+       "Times the ordered merge of partitions waited on one."),
+    # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
+    _p("version", INFO, "streamcal version", prometheus="build",
+       help="The version field of the metric line (streamcal's version)."),
+)  # fmt: skip
+
+# Labels fields may be broken down by (see the module docstring); none yet.
+LABELS: tuple[Label, ...] = ()
+
+# The flat keys of ``CalibrationTracker.snapshot()``, in order.
+SNAPSHOT_KEYS = tuple(f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS)
+
+
+def fields(kind: str | None = None, source: str | None = None) -> tuple[MetricField, ...]:
+    """The fields of one kind and/or source, in schema order (read at call time, so a
+    field added to ``FIELDS`` shows up everywhere)."""
+    return tuple(
+        f
+        for f in FIELDS
+        if (kind is None or f.kind == kind) and (source is None or f.source == source)
+    )
+
+
+def field(key: str) -> MetricField:
+    """The field called ``key``; KeyError if there is none."""
+    for f in FIELDS:
+        if f.key == key:
+            return f
+    raise KeyError(key)
