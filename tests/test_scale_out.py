@@ -248,7 +248,9 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
         wait(lambda: all(held_units(x) for x in logs) and
              sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
         victim = held_units(logs[0])
-        wait(lambda: all((dirs[0] / f"unit-{u}").is_dir() for u in victim), 30, "a checkpoint")
+        topic = StateTopic({"bootstrap_servers": kafka_broker}, run["state"], run["group"],
+                           CHECKPOINT_KEY.encode(), None)  # fmt: skip
+        wait(lambda: victim <= set(topic.read()), 30, "the victim's checkpoints")
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
         shutil.rmtree(dirs[0])
@@ -288,6 +290,14 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
     # bad1 and e7's label 5 are dead letters; the ghost label waits (label_wait: 300 s)
     assert sum(s["counts"]["dead_letters"] for s in states.values()) == 2
     assert sum(len(s["waiting"]["items"]) for s in states.values()) == 1
+    # The three metric logs add up to the whole stream: every unit, every label.
+    from streamcal.monitoring.report import write_report
+
+    write_report([tmp_path / f"metrics-{i}.jsonl" for i in range(3)], tmp_path / "report")
+    summary = orjson.loads((tmp_path / "report" / "summary.json").read_bytes())
+    assert set(summary["units"]) == {str(u) for u in range(P)}
+    assert summary["labels"] == len(labels) and summary["dead_letters"] == 2
+    assert summary["events"] == n
 
 
 def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, tmp_path):

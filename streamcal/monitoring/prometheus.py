@@ -59,8 +59,12 @@ class _LineCollector:
     def collect(self):
         lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
         label_keys = [label.key for label in schema.LABELS]
+        # Only the labels some line has: unlabelled lines make unlabelled series.
+        present = {k for values, _ in lines for k, v in zip(label_keys, values, strict=True)
+                   if v is not None}  # fmt: skip
         for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
             family = _FAMILIES[f.kind]
+            labels = [k for k in f.labels if k in present]
             m = None
             for values, line in lines:
                 value = line.get(f.key)
@@ -72,9 +76,9 @@ class _LineCollector:
                     m = family(
                         f"{self.prefix}_{f.prometheus_name}",
                         f.help,
-                        labels=self.label_names + list(f.labels),
+                        labels=self.label_names + labels,
                     )
-                label_values = self.label_values + [str(line.get(k) or "") for k in f.labels]
+                label_values = self.label_values + [str(line.get(k) or "") for k in labels]
                 if f.kind == schema.INFO:
                     m.add_metric(label_values, {f.key: str(value)})
                 else:

@@ -8,6 +8,10 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
 * ``width.png``: the Venn-Abers interval width p1 - p0 over time;
 * ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time.
 
+Several metric logs (the instances of a ``--scope partition`` job), or one log with lines
+of several units: the tables and figures are of the units pooled
+(``streamcal.monitoring.pooled``), and a table gives each unit's own figures.
+
 matplotlib is imported lazily (the ``report`` extra) and drawn through the Agg canvas
 directly: no pyplot, so the caller's backend and global state are left alone.
 """
@@ -27,6 +31,7 @@ from streamcal.monitoring.metric_log import (
     metric_log_from_predictions,
     read_metric_log,
 )
+from streamcal.monitoring.pooled import latest_by_unit, pool, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
 
 __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
@@ -310,7 +315,43 @@ _READING = {
 }
 
 
-def _html(log, last, source, kind, title, out: Path) -> str:
+# The per-unit table: one row per unit, from its newest line.
+_UNIT_COLUMNS = ("events", "labels", "dead_letters", "log_loss", "ece", "mean_p0", "frequency",
+                 "mean_p1")  # fmt: skip
+
+
+def _unit_key(unit: str):
+    return (0, int(unit), "") if unit.isdigit() else (1, 0, unit)
+
+
+def _units_html(units: dict, total: dict) -> str:
+    if len(units) < 2:
+        return ""
+    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in _UNIT_COLUMNS)
+    rows = ""
+    for unit in sorted(units, key=_unit_key):
+        line = units[unit]
+        rows += (
+            f'<tr data-unit="{html.escape(unit)}"><td>{html.escape(unit)}</td>'
+            f"<td>{html.escape(str(line.get('instance') or ''))}</td>"
+            + "".join(_cell(line, k) for k in _UNIT_COLUMNS)
+            + f"<td>{html.escape(corollary1_verdict(line))}</td></tr>"
+        )
+    rows += (
+        '<tr data-unit="total"><th>total</th><th></th>'
+        + "".join(_cell(total, k) for k in _UNIT_COLUMNS)
+        + f"<td>{html.escape(corollary1_verdict(total))}</td></tr>"
+    )
+    return (
+        '<h2>Units</h2>\n<p class="note">Each unit of calibration (a partition, with '
+        "<code>--scope partition</code>) is a Venn predictor on its own; its newest line, "
+        "from whichever instance held it last. The total pools them (the tables above).</p>"
+        f"<table><tr><th>unit</th><th>instance</th>{head}<th>Corollary 1</th></tr>"
+        f"{rows}</table>\n"
+    )
+
+
+def _html(log, last, source, kind, title, out: Path, units: dict | None = None) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -354,7 +395,7 @@ def _html(log, last, source, kind, title, out: Path) -> str:
 <table>{rows}</table>
 <table><tr><th></th>{loss_head}</tr>{loss_rows}</table>
 <table>{band}</table>
-<h2>Figures</h2>
+{_units_html(units or {}, last)}<h2>Figures</h2>
 {figures}
 </body></html>
 """
@@ -374,15 +415,38 @@ def write_report(
 
     ``input_path`` is a metric log or a predictions file joined with labels (see
     ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
-    ``"predictions"``). ``window`` and ``bins`` apply to predictions files (a metric log
-    carries its own). Raises ``ValueError`` naming the bad line, and
+    ``"predictions"``), or a list of metric logs (e.g. one per instance of a ``--scope
+    partition`` job): the report is then of all their units pooled, with a table per
+    unit, as for one log with lines of several units. ``window`` and ``bins`` apply to
+    predictions files (a metric log carries its own). Raises ``ValueError`` naming the bad line, and
     ``MissingDependencyError`` without matplotlib.
     """
+    paths = list(input_path) if isinstance(input_path, list | tuple) else [input_path]
+    if len(paths) > 1:  # an instance killed before its first line leaves an empty log
+        paths = [p for p in paths if os.path.getsize(p) > 0] or paths[:1]
+    if not paths:
+        raise ValueError("no input given")
     if input_format == "auto":
-        input_format = detect_format(input_path)
+        formats = {detect_format(p) for p in paths}
+        input_format = formats.pop() if len(formats) == 1 else "mixed"
+    units = None
+    if len(paths) > 1 and input_format != "metrics":
+        raise ValueError("several inputs must all be metric logs (not predictions files)")
     if input_format == "metrics":
-        log = read_metric_log(input_path, progress=progress)
-        kind = f"a metric log of {len(log)} lines; the tables show its last line"
+        lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
+        if not lines:
+            raise ValueError(f"{os.fspath(paths[0])}: no metric lines")
+        units = latest_by_unit(lines)
+        if len(units) > 1:
+            log = pooled_log(lines)
+            log[-1] = pool(units.values())
+            kind = (
+                f"{len(paths)} metric log(s), {len(lines)} lines of {len(units)} units; the "
+                "tables show the units' newest lines pooled"
+            )
+        else:
+            log = lines
+            kind = f"a metric log of {len(log)} lines; the tables show its last line"
     elif input_format == "predictions":
         log = metric_log_from_predictions(input_path, window=window, bins=bins, progress=progress)
         kind = (
@@ -400,11 +464,14 @@ def write_report(
     loss_figure(log, out / "loss.png")
     width_figure(log, out / "width.png")
     band_figure(log, out / "band.png")
-    source = os.fspath(input_path)
+    source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out),
+        _html(log, last, source, kind, title or "streamcal calibration report", out, units),
         encoding="utf-8",
     )
-    (out / "summary.json").write_text(json.dumps(summary(last), indent=1) + "\n", encoding="utf-8")
+    doc = summary(last)
+    if units is not None and len(units) > 1:
+        doc["units"] = {u: summary(units[u]) for u in sorted(units, key=_unit_key)}
+    (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return page
