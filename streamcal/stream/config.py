@@ -55,8 +55,9 @@ class ProcessorConfig:
     )
     group_id: str = _opt(
         "streamcal",
-        "consumer group; used only to commit consumed offsets for lag monitoring "
-        "(the processor reads all partitions itself and resumes from its checkpoint)",
+        "consumer group: with --scope partition the instances sharing the units; with "
+        "--scope global the one instance (a second is refused); offsets are committed to it "
+        "for lag monitoring (each unit resumes from its checkpoint)",
         "kafka",
     )
     client_id: str = _opt("streamcal", "Kafka client id", "kafka")
