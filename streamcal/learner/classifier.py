@@ -31,8 +31,10 @@ def _check_mondrian(mode, by, min_category, fallback, max_categories):
         hash(by)
     except TypeError:
         raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-    if isinstance(min_category, bool) or not isinstance(min_category, Integral) or (
-        min_category < 0
+    if (
+        isinstance(min_category, bool)
+        or not isinstance(min_category, Integral)
+        or (min_category < 0)
     ):
         raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
     _check_window("max_categories", max_categories)

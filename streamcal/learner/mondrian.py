@@ -48,6 +48,7 @@ from streamcal.learner.va import VennAbers
 
 __all__ = ["MondrianVennAbers", "category_of"]
 
+
 def category_of(by, x):
     """The category of ``x``: ``by(x)`` if ``by`` is callable, else the feature ``x[by]``
     (``None`` when ``x`` lacks it).
