@@ -60,27 +60,29 @@ class _LineCollector:
         lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
         label_keys = [label.key for label in schema.LABELS]
         for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
-            family = _FAMILIES[f.kind]
-            m = None
+            rows = []
             for values, line in lines:
                 value = line.get(f.key)
                 # A labelled line feeds only the fields broken down by its labels.
                 used = {k for k, v in zip(label_keys, values, strict=True) if v is not None}
                 if value is None or not used <= set(f.labels):
                     continue  # undefined (no labels yet, no raw scores): absent, not 0
-                if m is None:
-                    m = family(
-                        f"{self.prefix}_{f.prometheus_name}",
-                        f.help,
-                        labels=self.label_names + list(f.labels),
-                    )
-                label_values = self.label_values + [str(line.get(k) or "") for k in f.labels]
+                rows.append((line, value))
+            if not rows:
+                continue
+            # Only the labels some line carries: without per-category lines, the scrape
+            # is what it was before labels existed.
+            names = [k for k in f.labels if any(line.get(k) is not None for line, _ in rows)]
+            m = _FAMILIES[f.kind](
+                f"{self.prefix}_{f.prometheus_name}", f.help, labels=self.label_names + names
+            )
+            for line, value in rows:
+                label_values = self.label_values + [str(line.get(k) or "") for k in names]
                 if f.kind == schema.INFO:
                     m.add_metric(label_values, {f.key: str(value)})
                 else:
                     m.add_metric(label_values, float(value))
-            if m is not None:
-                yield m
+            yield m
 
 
 class PrometheusExporter:
