@@ -52,26 +52,66 @@ def category_stream(stream, c):
     return [(x, y) for x, y in stream if x["g"] == c]
 
 
+def replay_cut(stream, window, refresh):
+    """The "pretrained" cut restated: (positions the model learned, in its order; positions
+    waiting for it). Each category hands over its surplus beyond its newest labels as the
+    plain mode would; the waiting objects are learned, in stream order, once they number
+    refresh * categories or would double what the model learned, every category first
+    handing over everything beyond its newest window."""
+    seen, left, mine = {}, {}, {}  # per category: labels, handed over, positions
+    waiting, learned = [], []
+    for n, (x, _) in enumerate(stream):
+        c = x["g"]
+        seen[c] = seen.get(c, 0) + 1
+        left.setdefault(c, 0)
+        mine.setdefault(c, []).append(n)
+        surplus = seen[c] - left[c] - min(window, (seen[c] + 1) // 2)
+        if surplus > 0 and surplus >= min(refresh, max(1, left[c])):
+            waiting += mine[c][left[c] : left[c] + surplus]
+            left[c] += surplus
+        if waiting and len(waiting) >= min(refresh * len(seen), max(1, len(learned))):
+            for d in seen:
+                keep = min(window, (seen[d] + 1) // 2)
+                waiting += mine[d][left[d] : seen[d] - keep]
+                left[d] = max(left[d], seen[d] - keep)
+            learned += sorted(waiting)
+            waiting = []
+    return learned, waiting
+
+
+def calibration_of(stream, c, gone):
+    return [stream[i] for i in range(len(stream)) if stream[i][0]["g"] == c and i not in gone]
+
+
 @common
 @given(streams, obj, st.sampled_from(MODES), st.integers(1, 6), st.integers(1, 4))
 def test_each_category_equals_a_plain_classifier_on_its_own_pairs(
     stream, x_test, mode, window, refresh
 ):
-    """Same scores (a fixed scorer): category c's pair is the plain mode's on c's labels,
-    and that is the brute-force pair of c's newest calibration objects."""
+    """Same scores (a fixed scorer): category c's pair is a plain classifier's fed only c's
+    calibration pairs, and the brute-force pair of those. Under "sva" and "va" those are
+    c's newest labels, as the plain mode on c's sub-stream keeps them; under "pretrained"
+    the replayed cut says which."""
     kw = {"mode": mode, "window": window, "refresh_every": None if mode == "va" else refresh}
     clf = VennAbersClassifier(FixedScorer(), by="g", **kw)
     for x, y in stream:
         clf.learn_one(x, y)
+    learned, waiting = replay_cut(stream, window, refresh)
     for c in "xyz":
-        plain = VennAbersClassifier(FixedScorer(), **kw)
         sub = category_stream(stream, c)
-        for x, y in sub:
-            plain.learn_one(x, y)
+        if mode == "pretrained":
+            cal = calibration_of(stream, c, set(learned) | set(waiting))
+            plain = VennAbersClassifier(FixedScorer(), mode="sva", window=None)
+            for x, y in cal:
+                plain.learn_one(x, y)
+        else:
+            plain = VennAbersClassifier(FixedScorer(), **kw)
+            for x, y in sub:
+                plain.learn_one(x, y)
+            cal = sub[len(sub) - plain.calibration_size :]
         probe = {**x_test, "g": c}
         got, want = clf.predict_interval_one(probe), plain.predict_interval_one(probe)
         assert (got.p0, got.p1, got.score) == (want.p0, want.p1, want.score)
-        cal = sub[len(sub) - plain.calibration_size :]
         s = score(FixedScorer(), probe)
         assert (got.p0, got.p1) == venn_abers_bruteforce(
             [score(FixedScorer(), x) for x, _ in cal], [y for _, y in cal], s
@@ -81,39 +121,26 @@ def test_each_category_equals_a_plain_classifier_on_its_own_pairs(
 @common
 @given(streams, obj, st.integers(1, 6), st.integers(1, 4))
 def test_pretrained_with_a_learning_model_equals_replay(stream, x_test, window, refresh):
-    """The cut restated: each category keeps its newest labels as the plain mode would; the
-    objects beyond it wait until they number refresh * categories (or would double what the
-    model learned), then the model learns them in stream order and every category is rescored.
-    """
+    """A model that learns: it has learned exactly the replayed objects, in stream order,
+    and each category calibrates with the rest of its labels, scored by that model."""
     clf = VennAbersClassifier(lr_ab(), by="g", window=window, refresh_every=refresh)
-    left = {}  # category -> objects it has handed over
-    seen = {}  # category -> labels seen
-    waiting, learned = [], []  # stream positions
-    for n, (x, y) in enumerate(stream):
+    for x, y in stream:
         clf.learn_one(x, y)
-        c = x["g"]
-        seen[c] = seen.get(c, 0) + 1
-        left.setdefault(c, 0)
-        surplus = seen[c] - left[c] - min(window, (seen[c] + 1) // 2)
-        if surplus > 0 and surplus >= min(refresh, max(1, left[c])):
-            mine = [i for i in range(n + 1) if stream[i][0]["g"] == c]
-            waiting += mine[left[c] : left[c] + surplus]
-            left[c] += surplus
-        if waiting and len(waiting) >= min(refresh * len(seen), max(1, len(learned))):
-            learned += sorted(waiting)
-            waiting = []
-    assert clf.calibration_size == len(stream) - sum(left.values())
-    m = trained(lr_ab, [stream[i] for i in learned])
+    learned, waiting = replay_cut(stream, window, refresh)
     gone = set(learned) | set(waiting)
+    assert clf.calibration_size == len(stream) - len(gone)
+    m = trained(lr_ab, [stream[i] for i in learned])
     for c in "xyz":
         probe = {**x_test, "g": c}
-        cal = [stream[i] for i in range(len(stream)) if stream[i][0]["g"] == c and i not in gone]
+        cal = calibration_of(stream, c, gone)
         iv = clf.predict_interval_one(probe)
         expected = venn_abers_bruteforce(
             [score(m, x) for x, _ in cal], [y for _, y in cal], score(m, probe)
         )
         assert (iv.p0, iv.p1) == expected
         assert iv.score == score(m, probe)
+        if c in clf._state.categories:
+            assert clf._state.categories[c].calibration_size == len(cal) < window + refresh
 
 
 def segments(n=6000, seed=3, shift=1.2):

@@ -12,14 +12,17 @@ The mode objects all score with the one model; what the modes do to the model is
 shared as follows:
 
 * ``"pretrained"``: a category's calibration set holds its newest ``window`` to
-  ``window + refresh_every - 1`` labels, exactly as the plain mode would on that
-  category's sub-stream. The objects that leave it wait, and the model learns them (in
-  stream order) only once they number ``refresh_every`` times the number of categories
-  (or, at the start, once they would at least double what it has learned); then every
-  category is rescored. Between those moments the scoring function is fixed and has
-  never seen a calibration or test object, so each category is a pre-trained Venn
-  predictor: valid per category. The amortised cost per event is the plain mode's; the
-  price is a model lagging about ``refresh_every`` labels per category behind.
+  ``window + refresh_every - 1`` labels: it cuts its surplus as the plain mode does on
+  its own sub-stream, but the objects beyond the cut wait instead of being learned. Once
+  they number ``refresh_every`` times the number of categories (or, at the start, once
+  they would at least double what the model has learned), every category also hands
+  over its objects beyond its newest ``window`` (as the plain mode does at a refresh),
+  the model learns all waiting objects in stream order, and every category is
+  rescored. The cuts depend on counts only, and between those moments the scoring
+  function is fixed and has never seen a calibration or test object: each category is
+  a pre-trained Venn predictor, valid per category. The amortised cost per event is
+  about the plain mode's (one learn, one rescoring); the price is a model lagging about
+  ``refresh_every`` labels per category behind.
 * ``"sva"`` and ``"va"``: the model learns every label at once, as in the plain modes;
   the window (and, for ``"sva"``, the rescoring) is per category.
 
@@ -192,6 +195,12 @@ class MondrianVennAbers:
         self.waiting.append((position, item[0], item[1]))
 
     def _learn_waiting(self) -> None:
+        for st in self.categories.values():  # the plain mode's cut at a refresh
+            k = len(st.calibration) - min(self.window, (st.n_seen + 1) // 2)
+            for _ in range(max(0, k)):  # no store updates: all are rebuilt below
+                item = st.calibration.popleft()
+                self.waiting.append((st.positions.popleft(), item[0], item[1]))
+            st.n_learned += max(0, k)
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
         for _, xo, yo in self.waiting:
             self.model.learn_one(xo, bool(yo))
