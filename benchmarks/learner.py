@@ -73,6 +73,32 @@ class Bare:
         self.model.learn_one(x, y)
 
 
+def side_by_side(variants, warm, measure, rng, block=1000):
+    """Warm every variant up, then time them on the same events: {name: [s / event of each
+    block]}. Round-robin blocks in a shuffled order: a burst of load from other processes
+    hits whichever variant runs at that moment, which the median block is robust to. A
+    block is one refresh period of the default (1000 = window), so batch work counts."""
+    for name, v in variants.items():
+        t = time.perf_counter()
+        for x, y in warm:
+            v.predict_proba_one(x)
+            v.learn_one(x, y)
+        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
+    per_block = {name: [] for name in variants}
+    order = list(variants)
+    for i in range(0, len(measure), block):
+        chunk = measure[i : i + block]
+        rng.shuffle(order)
+        for name in order:
+            v = variants[name]
+            t = time.perf_counter()
+            for x, y in chunk:
+                v.predict_proba_one(x)
+                v.learn_one(x, y)
+            per_block[name].append((time.perf_counter() - t) / len(chunk))
+    return per_block
+
+
 def cost(args):
     n_feat = 20
     stream = synth.Hyperplane(seed=42, n_features=n_feat)
@@ -84,29 +110,7 @@ def cost(args):
         "sva": VennAbersClassifier(lr(), mode="sva"),
         "sva, refresh_every=100": VennAbersClassifier(lr(), mode="sva", refresh_every=100),
     }
-    for name, v in variants.items():
-        t = time.perf_counter()
-        for x, y in warm:
-            v.predict_proba_one(x)
-            v.learn_one(x, y)
-        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
-    # Round-robin blocks in a shuffled order; the median block is robust to bursts of load
-    # from other processes, which hit whichever variant happens to run at that moment. A
-    # block is one refresh period (1000 = window) so that amortised batch work counts.
-    per_block = {name: [] for name in variants}
-    block = 1000
-    order = list(variants)
-    rng = random.Random(0)
-    for i in range(0, len(measure), block):
-        chunk = measure[i : i + block]
-        rng.shuffle(order)
-        for name in order:
-            v = variants[name]
-            t = time.perf_counter()
-            for x, y in chunk:
-                v.predict_proba_one(x)
-                v.learn_one(x, y)
-            per_block[name].append((time.perf_counter() - t) / len(chunk))
+    per_block = side_by_side(variants, warm, measure, random.Random(0))
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
     base = median["bare pipeline"]
@@ -312,25 +316,7 @@ def mondrian(args):
         "without by": VennAbersClassifier(model(), window=window),
         f"by, {k} categories": VennAbersClassifier(model(), window=window, by="category"),
     }
-    for name, v in variants.items():
-        t = time.perf_counter()
-        for x, y in warm:
-            v.predict_proba_one(x)
-            v.learn_one(x, y)
-        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
-    per_block = {name: [] for name in variants}
-    order = list(variants)
-    block = 1000
-    for i in range(0, len(measure), block):
-        chunk = measure[i : i + block]
-        rng.shuffle(order)
-        for name in order:
-            v = variants[name]
-            t = time.perf_counter()
-            for x, y in chunk:
-                v.predict_proba_one(x)
-                v.learn_one(x, y)
-            per_block[name].append((time.perf_counter() - t) / len(chunk))
+    per_block = side_by_side(variants, warm, measure, rng)
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     plain, by = variants.values()

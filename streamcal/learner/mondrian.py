@@ -122,14 +122,9 @@ class MondrianVennAbers:
         fallback: str | None = None,
         max_categories: int = 1000,
     ):
-        self.model = model
-        self.mode = mode
-        self.window = window
-        self.refresh_every = refresh_every
-        self.by = by
-        self.min_category = min_category
-        self.fallback = fallback
-        self.max_categories = max_categories
+        self.model, self.mode, self.by = model, mode, by
+        self.window, self.refresh_every = window, refresh_every
+        self.min_category, self.max_categories = min_category, max_categories
         self.categories: OrderedDict = OrderedDict()  # category -> mode state, LRU first
         self.evictions = 0
         self.n_seen = 0
