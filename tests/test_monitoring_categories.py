@@ -158,6 +158,13 @@ def test_report_draws_one_row_per_category(tmp_path):
     assert len(summary["categories"]) == 11  # top 10 and "(other)"
     text = page.read_text()
     assert "categories.png" in text and "<h2>Per category</h2>" in text
+    # the command line: --top-k
+    from streamcal.cli import main
+
+    assert main(["report", str(f), "--out", str(tmp_path / "k"), "--top-k", "2"]) == 0
+    summary = json.loads((tmp_path / "k" / "summary.json").read_text())
+    assert [r["category"] for r in summary["categories"]][-1] == OTHER
+    assert len(summary["categories"]) == 3
     # without categories: no such figure
     plain = tmp_path / "q.jsonl"
     plain.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\n')

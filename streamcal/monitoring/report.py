@@ -418,14 +418,15 @@ def write_report(
     title: str | None = None,
     progress: bool = False,
     input_format: str = "auto",
+    top_k: int = 10,
 ) -> Path:
     """Write ``report.html`` and its PNG figures into ``out_dir``; return the HTML's path.
 
     ``input_path`` is a metric log or a predictions file joined with labels (see
     ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
-    ``"predictions"``). ``window`` and ``bins`` apply to predictions files (a metric log
-    carries its own). Raises ``ValueError`` naming the bad line, and
-    ``MissingDependencyError`` without matplotlib.
+    ``"predictions"``). ``window``, ``bins`` and ``top_k`` (categories charted one by
+    one) apply to predictions files (a metric log carries its own). Raises ``ValueError``
+    naming the bad line, and ``MissingDependencyError`` without matplotlib.
     """
     if input_format == "auto":
         input_format = detect_format(input_path)
@@ -433,7 +434,9 @@ def write_report(
         log = read_metric_log(input_path, progress=progress)
         kind = f"a metric log of {len(log)} lines; the tables show its last line"
     elif input_format == "predictions":
-        log = metric_log_from_predictions(input_path, window=window, bins=bins, progress=progress)
+        log = metric_log_from_predictions(
+            input_path, window=window, bins=bins, progress=progress, top_k=top_k
+        )
         n = split_labelled(log)[0][-1]["labels"]
         kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
     else:
