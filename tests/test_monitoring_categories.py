@@ -142,6 +142,13 @@ def test_prometheus_labels_categories_only_when_there_are_some():
                     "de": rows["de"]["frequency"]}  # fmt: skip
     # whole-stream-only fields are not broken down
     assert {s.labels.get("category", "") for s in samples if s.name == "streamcal_raw_ece"} <= {""}
+    # a new set of category lines replaces the old one: "de" left the top k
+    exporter.update_categories([dict(rows["fr"], labels=99)])
+    text = generate_latest(exporter.registry).decode()
+    assert 'streamcal_labels_total{category="fr"} 99.0' in text and '"de"' not in text
+    assert 'streamcal_labels_total{category=""} 30.0' in text  # the whole stream stays
+    with pytest.raises(ValueError, match="string 'category'"):
+        exporter.update_categories([{"labels": 3}])
     exporter.close()
 
 

@@ -147,6 +147,21 @@ class PrometheusExporter:
         lines[_label_values(metric_line)] = dict(metric_line)
         self._collector.lines = lines
 
+    def update_categories(self, rows: list[dict]) -> None:
+        """Publish the per-category lines (``CalibrationTracker.category_snapshots()``) as
+        one set: categories that left the top k are no longer scraped."""
+        for row in rows:
+            if not isinstance(row, dict) or not isinstance(row.get(schema.CATEGORY), str):
+                raise ValueError(f"a category line needs a string 'category', got {row!r}")
+        lines = {
+            values: line
+            for values, line in self._collector.lines.items()
+            if line.get(schema.CATEGORY) is None
+        }
+        self._collector.lines = lines
+        for row in rows:
+            self.update(row)
+
     def close(self) -> None:
         """Stop the HTTP server (idempotent) and leave the registry."""
         with self._lock:
