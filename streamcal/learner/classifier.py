@@ -151,6 +151,16 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     >>> iv.p0 <= iv.p <= iv.p1
     True
 
+    Mondrian: with ``by``, each value of the feature ``https`` has its own calibration set
+    (``x`` reaches the model unchanged; drop the category first with ``compose.Discard``
+    if the model cannot take it):
+
+    >>> mondrian = VennAbersClassifier(bare.clone(), window=200, by="https")
+    >>> for x, y in datasets.Phishing():
+    ...     mondrian.learn_one(x, y)
+    >>> mondrian.calibration_size, mondrian.evictions  # three categories, none evicted
+    (655, 0)
+
     """
 
     def __init__(
