@@ -39,6 +39,10 @@ State layout (all numpy arrays, so the store pickles as plain arrays):
 * super-chunks: see the comment on the state S below.
 
 A *point* is addressed as (pos, j): the CSD point after the first j groups of chunk pos.
+
+Every kernel lives in this one file on purpose: with ``cache=True`` numba checks a cached
+kernel against its own file only, so a caller cached from another file would keep calling
+the old version of an edited callee. One file means one edit invalidates every kernel.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ NEED_ROOM = 2
 #   scratch[h] = (x, y), scratch_scores[h]: the hull of one range scan (``_hull``) and the
 #   PAVA stack of ``_fix_blocks``; sized by ``hull_room`` (an add returns NEED_ROOM first
 #   if the store would outgrow it)
+#   ranges[r] = (kind, row, pos, lo, hi, bx, by): the candidate ranges of one scan (see
+#   ``_candidates``), 3 rows per chunk id
 
 
 @structref.register
@@ -104,6 +110,7 @@ _STATE_TYPES = (
     ("firsts", _F1), ("block_ends", _F1), ("block_sums", _I2), ("meta", _I1),
     ("free_ids", _I1), ("supers", _I2), ("super_info", _I2), ("super_hulls", _I3),
     ("super_where", _I2), ("free_supers", _I1), ("scratch", _I2), ("scratch_scores", _F1),
+    ("ranges", _I2),
 )  # fmt: skip
 _STATE = StateType(list(_STATE_TYPES))
 STATE_FIELDS = tuple(name for name, _ in _STATE_TYPES)
@@ -128,6 +135,7 @@ def new_state(
     free_supers,
     scratch,
     scratch_scores,
+    ranges,
 ):
     """Pack the arrays (C-contiguous, of the dtypes and ranks in ``_STATE``) into a State.
 
@@ -152,6 +160,7 @@ def new_state(
         S.scratch,
         S.scratch_scores,
     ) = supers, super_info, super_hulls, super_where, free_supers, scratch, scratch_scores
+    S.ranges = ranges
     return S
 
 
@@ -269,12 +278,14 @@ def _chunk_hull(sums, hulls, lengths, cid, keep):
 
 
 @njit(cache=True)
-def _refresh_super(sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g):
+def _refresh_super(S, g):
     """Recompute super-chunk g's totals and hull (the hull of its chunks' hulls).
 
     Reads only the chunks' hull rows where hulls are kept (not their scores or sums): a
     query that covers a stale super-chunk pays for this, and every add stales one.
     """
+    sums, hulls, lengths, order, supers = S.sums, S.hulls, S.lengths, S.order, S.supers
+    super_info, super_hulls, super_where = S.super_info, S.super_hulls, S.super_where
     sid = supers[g, 1]
     hmax = super_hulls.shape[2]
     step = sums.shape[2]  # super_where packs (chunk offset k, point j) as k * step + j
@@ -342,11 +353,6 @@ def _push(scratch, scratch_scores, h, px, py, t, want_scores):
     return h + 1
 
 
-HULL = 0  # _scan modes: push the candidates onto a hull in the scratch,
-SLOPE = 1  # keep the extreme slope to an anchor,
-LINE = 2  # keep the least y * ax - x * ay (the lowest point under slope ay / ax)
-
-
 @njit(cache=True, inline="always")
 def _extreme(den, num, bn, bd, want_max):
     """The larger (``want_max``) or smaller of the slopes num / den and bn / bd, as an exact
@@ -359,22 +365,64 @@ def _extreme(den, num, bn, bd, want_max):
     return bn, bd
 
 
+# --------------------------------------------------------------------------- scans
+#
+# One walk, three scanners. A scan reads the CSD points after a start point up to an end
+# point, but only the candidates (points that can be lower-hull vertices): whole
+# super-chunks inside the range give their hull vertices, whole chunks theirs, and the rest
+# (at most two partial chunks) the points ``_partial`` keeps. The walk, ``_candidates``,
+# lists them as ranges in ``S.ranges``: entries lo..hi-1 of one row of one array (see
+# ``_coords``) plus a base point. The scanners read the ranges:
+#
+# * ``_hull`` pushes the candidates onto a lower hull in the scratch,
+# * ``_steepest`` keeps the extreme slope from an anchor,
+# * ``_lowest`` keeps the lowest point under a line of given slope.
+#
+# The last two test each point on its own, where a hull push depends on the stack: ~2x
+# faster on scans of 10^4+ candidates. Addresses ``start``, ``end`` are (chunk position,
+# j) pairs; ``origin`` is the coordinates given to the start point (the others follow).
+# The walk writes its ranges to an array instead of calling back a scanner (numba cannot
+# cache a kernel that takes a function) or handing them out one call at a time (measured
+# 2-3x slower on whole-store scans: reference-count updates on every call).
+
+SUPER_HULL = 0  # range kinds: super-chunk hull vertices (super_hulls[sid]),
+CHUNK_HULL = 1  # chunk hull vertices (hulls[cid]),
+CHUNK_POINTS = 2  # chunk points (sums[cid])
+
+
 @njit(cache=True, inline="always")
-def _take(scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, want_max, bn, bd):
-    """Take a candidate as ``_scan``'s mode says. SLOPE keeps the extreme slope bn / bd
-    between the candidate and the anchor (ax, ay); LINE keeps bn = min(py * ax - px * ay).
-    Both test each point on its own, where a hull push depends on the stack: ~2x faster
-    on scans of 10^4+ candidates."""
-    if mode == SLOPE:
-        bn, bd = _extreme(px - ax, py - ay, bn, bd, want_max)
-        return h, bn, bd
-    if mode == LINE:
-        v = py * ax - px * ay
-        if bd == 0 or v < bn:
-            bn = v
-            bd = 1
-        return h, bn, bd
-    return _push(scratch, scratch_scores, h, px, py, t, want_scores), bn, bd
+def _put(ranges, n, rng):
+    """Append range rng = (kind, row, pos, lo, hi, bx, by) unless it is empty."""
+    if rng[3] >= rng[4]:
+        return n
+    for k in range(7):
+        ranges[n, k] = rng[k]
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _coords(super_hulls, hulls, sums, kind, row):
+    """The coordinates of a range of this kind: entry u is (xy[0, u], xy[1, u]) relative to
+    the range's base. One view per range keeps the scanners' inner loops plain loads (a
+    branch per point instead is ~2x slower on scans of 10^6 pairs)."""
+    if kind == SUPER_HULL:
+        return super_hulls[row]
+    if kind == CHUNK_HULL:
+        return hulls[row]
+    return sums[row]
+
+
+@njit(cache=True, inline="always")
+def _score_at(S, kind, row, pos, u):
+    """Score of the group that entry u of a range ends (pos: the range's chunk position;
+    a super-chunk's vertices say which of its chunks, see ``super_where``)."""
+    if kind == SUPER_HULL:
+        k = S.super_where[row, u]
+        step = S.sums.shape[2]
+        return S.scores[S.order[pos + k // step], k % step - 1]
+    if kind == CHUNK_HULL:
+        return S.scores[row, S.hulls[row, 2, u] - 1]
+    return S.scores[row, u - 1]
 
 
 @njit(cache=True, inline="always")
@@ -401,163 +449,140 @@ def _partial(lengths, hulls, cid, jlo, jhi):
 
 
 @njit(cache=True)
-def _scan(S, ps, js, pe, je, incl_start, want_scores, mode, ox, oy, ax, ay, wm):
-    """Lower hull of the CSD points after (ps, js) up to (pe, je), written to ``scratch``
-    (coordinates relative to point (ps, js)) and, if ``want_scores``, ``scratch_scores``
-    (the score of the group each vertex ends; reading scores costs cache misses, so queries
-    skip them). The start point itself comes first if ``incl_start``. Returns the number of
-    vertices.
+def _candidates(S, start, end, incl_start, origin):
+    """The walk: write the candidate ranges of the points after ``start`` up to ``end`` to
+    ``S.ranges`` (rows (kind, row, pos, lo, hi, bx, by), pos the range's chunk position);
+    return (number of ranges, x, y), (x, y) the end point. The start point itself is never
+    listed; ``incl_start`` says whether a hull beginning at it may stand for the points.
 
-    Only hull vertices can be tangent points, so only candidates are pushed: whole
-    super-chunks inside the range give their hull vertices, whole chunks theirs, and the
-    rest (at most two partial chunks) the points ``_partial`` keeps. Built in one pass into
-    the preallocated scratch: no allocation, no second pass. The scratch is sized by
-    ``hull_room(n)``, which bounds any such hull.
-
-    In modes SLOPE and LINE (see ``_take``) nothing is written and (bn, bd) is the
-    result, over coordinates shifted by (ox, oy). Returns (h, bn, bd, lx, ly), (lx, ly)
-    the shifted coordinates of the range's last point.
+    ``ranges`` has 3 rows per chunk (a chunk without a kept hull gives three, see
+    ``_partial``), enough for any scan.
     """
-    scores, sums, hulls, lengths, order, meta = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.meta,
-    )
-    supers, super_info, super_hulls, super_where, scratch, scratch_scores = (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-        S.scratch,
-        S.scratch_scores,
-    )
-    step = sums.shape[2]
-    h = 0
-    bn = 0
-    bd = 0
-    t = np.nan
-    if incl_start:
-        h, bn, bd = _take(
-            scratch, scratch_scores, h, ox, oy, t, want_scores, mode, ax, ay, wm, bn, bd
-        )
-    lx = ox  # the range's last point (its coordinates are returned)
-    ly = oy
+    sums, hulls, lengths, order, ranges = S.sums, S.hulls, S.lengths, S.order, S.ranges
+    supers, super_info = S.supers, S.super_info
+    ps, js = start
+    pe, je = end
+    bx, by = origin
     if ps == pe and js == je:
-        return h, bn, bd, lx, ly
+        return 0, bx, by
+    n = 0
     cid = order[ps]
-    bx = ox - sums[cid, 0, js]
-    by = oy - sums[cid, 1, js]
+    bx -= sums[cid, 0, js]  # (bx, by): the current chunk's point 0
+    by -= sums[cid, 1, js]
     pos = ps
-    g = _super_of(supers, meta[M_NS], ps)
-    while True:
+    g = _super_of(supers, S.meta[M_NS], ps)
+    while pos <= pe:
         if pos == supers[g, 0] and (pos != ps or (js == 0 and incl_start)):
             last = supers[g + 1, 0] - 1
             if last < pe or (last == pe and je == lengths[order[pe], 0]):
                 sid = supers[g, 1]
                 if super_info[sid, 2] < 0:
-                    _refresh_super(
-                        sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g
-                    )
+                    _refresh_super(S, g)
                 nh = super_info[sid, 2]
-                if nh > 0:
-                    for u in range(1, nh):
-                        if want_scores:
-                            k = super_where[sid, u]
-                            t = scores[order[pos + k // step], k % step - 1]
-                        px = bx + super_hulls[sid, 0, u]
-                        py = by + super_hulls[sid, 1, u]
-                        h, bn, bd = _take(
-                            scratch,
-                            scratch_scores,
-                            h,
-                            px,
-                            py,
-                            t,
-                            want_scores,
-                            mode,
-                            ax,
-                            ay,
-                            wm,
-                            bn,
-                            bd,
-                        )
+                if nh > 0:  # the whole super-chunk by its hull (vertex 0: point (pos, 0))
+                    n = _put(ranges, n, (SUPER_HULL, sid, pos, 1, nh, bx, by))
                     bx += super_info[sid, 0]
                     by += super_info[sid, 1]
                     pos = last + 1
                     g += 1
-                    if pos > pe:
-                        lx = bx
-                        ly = by
-                        break
                     continue
         cid = order[pos]
         L = lengths[cid, 0]
         jlo = js + 1 if pos == ps else 1
         jhi = je if pos == pe else L
         # a chunk hull also spans the chunk's point 0: use it only when that point counts
-        full = jlo == 1 and jhi == L and (pos != ps or incl_start) and lengths[cid, 1] > 0
-        if full:
-            nc = lengths[cid, 1] - 1
-            for u in range(1, nc + 1):
-                if want_scores:
-                    t = scores[cid, hulls[cid, 2, u] - 1]
-                px = bx + hulls[cid, 0, u]
-                py = by + hulls[cid, 1, u]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            if pos == pe:
-                lx = bx + hulls[cid, 0, nc]
-                ly = by + hulls[cid, 1, nc]
-                break
-            # the last hull vertex is the chunk's last point: its totals
-            bx += hulls[cid, 0, nc]
-            by += hulls[cid, 1, nc]
+        if jlo == 1 and jhi == L and (pos != ps or incl_start) and lengths[cid, 1] > 0:
+            n = _put(ranges, n, (CHUNK_HULL, cid, pos, 1, lengths[cid, 1], bx, by))
         else:
             ja, ua, ub, jb = _partial(lengths, hulls, cid, jlo, jhi)
-            for j in range(jlo, ja):
-                if want_scores:
-                    t = scores[cid, j - 1]
-                px = bx + sums[cid, 0, j]
-                py = by + sums[cid, 1, j]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            for u in range(ua, ub):
-                if want_scores:
-                    t = scores[cid, hulls[cid, 2, u] - 1]
-                px = bx + hulls[cid, 0, u]
-                py = by + hulls[cid, 1, u]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            for j in range(jb + 1, jhi + 1):
-                if want_scores:
-                    t = scores[cid, j - 1]
-                px = bx + sums[cid, 0, j]
-                py = by + sums[cid, 1, j]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            if pos == pe:
-                lx = bx + sums[cid, 0, jhi]
-                ly = by + sums[cid, 1, jhi]
-                break
-            bx += sums[cid, 0, L]
-            by += sums[cid, 1, L]
+            n = _put(ranges, n, (CHUNK_POINTS, cid, pos, jlo, ja, bx, by))
+            n = _put(ranges, n, (CHUNK_HULL, cid, pos, ua, ub, bx, by))
+            n = _put(ranges, n, (CHUNK_POINTS, cid, pos, jb + 1, jhi + 1, bx, by))
+        bx += sums[cid, 0, jhi]
+        by += sums[cid, 1, jhi]
         pos += 1
         if pos == supers[g + 1, 0]:
             g += 1
-    return h, bn, bd, lx, ly
+    return n, bx, by
 
 
 @njit(cache=True)
-def _hull(S, ps, js, pe, je, incl_start, want_scores):
-    """``_scan`` building the hull in the scratch; returns its number of vertices."""
-    return _scan(S, ps, js, pe, je, incl_start, want_scores, HULL, 0, 0, 0, 0, False)[0]
+def _hull(S, start, end, incl_start, want_scores):
+    """Lower hull of the CSD points after ``start`` up to ``end`` (the start point first if
+    ``incl_start``), written to ``scratch`` in coordinates relative to the start point and,
+    if ``want_scores``, to ``scratch_scores`` (the score of the group each vertex ends;
+    reading scores costs cache misses, so queries skip them). Returns the number of
+    vertices. Built in one pass into the preallocated scratch (no allocation), sized by
+    ``hull_room(n)``, which bounds any such hull."""
+    scratch, scratch_scores, ranges = S.scratch, S.scratch_scores, S.ranges
+    super_hulls, hulls, sums = S.super_hulls, S.hulls, S.sums
+    h = 0
+    if incl_start:
+        h = _push(scratch, scratch_scores, h, 0, 0, np.nan, want_scores)
+    n, _, _ = _candidates(S, start, end, incl_start, (0, 0))
+    t = np.nan
+    for r in range(n):
+        kind, row, pos, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            if want_scores:
+                t = _score_at(S, kind, row, pos, u)
+            h = _push(scratch, scratch_scores, h, bx + xy[0, u], by + xy[1, u], t, want_scores)
+    return h
+
+
+@njit(cache=True)
+def _steepest(S, start, end, incl_start, origin, anchor, want_max):
+    """The largest (``want_max``) or smallest slope from ``anchor`` to a candidate (the
+    start point too if ``incl_start``; coordinates as ``_candidates``), an exact fraction
+    (num, den), den > 0 (den = 0: none); and the end point: (num, den, x, y)."""
+    ranges, super_hulls, hulls, sums = S.ranges, S.super_hulls, S.hulls, S.sums
+    ax, ay = anchor
+    bn = 0
+    bd = 0
+    if incl_start:
+        bn, bd = _extreme(origin[0] - ax, origin[1] - ay, bn, bd, want_max)
+    n, lx, ly = _candidates(S, start, end, incl_start, origin)
+    for r in range(n):
+        kind, row, _, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            bn, bd = _extreme(bx + xy[0, u] - ax, by + xy[1, u] - ay, bn, bd, want_max)
+    return bn, bd, lx, ly
+
+
+@njit(cache=True)
+def _lowest(S, start, end, slope):
+    """The least y * dx - x * dy over the candidates (start point excluded, coordinates
+    relative to it), slope = (dx, dy): the lowest point under that slope (0 if none); and
+    the end point: (least, x, y)."""
+    ranges, super_hulls, hulls, sums = S.ranges, S.super_hulls, S.hulls, S.sums
+    dx, dy = slope
+    low = 0
+    found = False
+    n, lx, ly = _candidates(S, start, end, False, (0, 0))
+    for r in range(n):
+        kind, row, _, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            v = (by + xy[1, u]) * dx - (bx + xy[0, u]) * dy
+            if not found or v < low:
+                low = v
+                found = True
+    return low, lx, ly
+
+
+@njit(cache=True, inline="always")
+def _row(ranges, r):
+    return (
+        ranges[r, 0],
+        ranges[r, 1],
+        ranges[r, 2],
+        ranges[r, 3],
+        ranges[r, 4],
+        ranges[r, 5],
+        ranges[r, 6],
+    )
 
 
 def hull_room(n: int) -> int:
@@ -616,9 +641,8 @@ def _p1(S, x):
         ps, js = 0, 0
     else:
         ps, js = _pt_after(S, block_ends[b - 1], True)
-    pe, je = _pt_after(S, x, False)
     scratch = S.scratch
-    n = _hull(S, ps, js, pe, je, True, False)
+    n = _hull(S, (ps, js), _pt_after(S, x, False), True, False)
     ax = block_sums[b, 0] + 1
     ay = block_sums[b, 1] + 1
     bn, bd = _best(scratch, n, ax, ay, 0, 0, True)
@@ -651,7 +675,7 @@ def _p0(S, x):
     pe, je = _pt_after(S, block_ends[b], True)  # P_r
     # coordinates relative to P_{c-1} = (pc, jc - 1); the last hull vertex is always P_r
     scratch = S.scratch
-    n = _hull(S, pc, jc - 1, pe, je, False, False)
+    n = _hull(S, (pc, jc - 1), (pe, je), False, False)
     qx = scratch[n - 1, 0] - block_sums[b, 0]  # the anchor starts at P_{l-1}
     qy = scratch[n - 1, 1] - block_sums[b, 1]
     bn, bd = _best(scratch, n, qx, qy, 1, 0, False)
@@ -689,10 +713,8 @@ def _pair(S, x):
     if b == nb or x < scores[order[0], 0]:  # above or below every score: one side is trivial
         return _p0(S, x), _p1(S, x)
     ps, js = (0, 0) if b == 0 else _pt_after(S, block_ends[b - 1], True)
-    pe, je = _pt_after(S, x, False)
-    ax = block_sums[b, 0] + 1
-    ay = block_sums[b, 1] + 1
-    _, bn, bd, lx, ly = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, ax, ay, True)
+    anchor = (block_sums[b, 0] + 1, block_sums[b, 1] + 1)
+    bn, bd, lx, ly = _steepest(S, (ps, js), _pt_after(S, x, False), True, (0, 0), anchor, True)
     if b + 1 < nb and block_sums[b + 1, 1] * bd < bn * block_sums[b + 1, 0]:
         p1 = _p1(S, x)
     else:
@@ -705,8 +727,8 @@ def _pair(S, x):
     if tc != x:  # p1's scan ended at P_c: step back to P_{c-1}
         lx -= sums[cid, 0, jc] - sums[cid, 0, jc - 1]
         ly -= sums[cid, 1, jc] - sums[cid, 1, jc - 1]
-    pr, jr = _pt_after(S, block_ends[b], True)  # P_r
-    _, bn, bd, _, _ = _scan(S, pc, jc - 1, pr, jr, False, False, SLOPE, lx, ly, -1, 0, False)
+    pr = _pt_after(S, block_ends[b], True)  # P_r
+    bn, bd, _, _ = _steepest(S, (pc, jc - 1), pr, False, (lx, ly), (-1, 0), False)
     if b > 0 and block_sums[b - 1, 1] * bd > bn * block_sums[b - 1, 0]:
         return _p0(S, x), p1
     return bn / bd, p1
@@ -755,7 +777,7 @@ def _fix_blocks(S, x):
         scratch[0, 1] = 0
         h = 1
     else:  # the block's local GCM
-        h = _hull(S, ps, js, pe, je, True, True)
+        h = _hull(S, (ps, js), (pe, je), True, True)
     # sub-blocks = hull segments, then PAVA against the neighbours; the stack reuses the scratch
     ns = 0
     li = b - 1
@@ -829,8 +851,7 @@ def _fast_fix(S, x, y, dw, deleted):
     if (y == 1) == (dw == 1):  # the chord rises
         if b + 1 < nb and block_sums[b + 1, 1] * w < s * block_sums[b + 1, 0]:
             return False
-        pe, je = _pt_after(S, x, False)
-        _, bn, bd, _, _ = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, w, s, True)
+        bn, bd, _, _ = _steepest(S, (ps, js), _pt_after(S, x, False), True, (0, 0), (w, s), True)
         if bn * w > s * bd:
             return False
     else:
@@ -841,7 +862,7 @@ def _fast_fix(S, x, y, dw, deleted):
         if qs == pe and qj == je:
             return False
         # is a point strictly below the new chord, the line through P'_r of slope s / w?
-        _, low, _, ex, ey = _scan(S, qs, qj, pe, je, False, False, LINE, 0, 0, w, s, False)
+        low, ex, ey = _lowest(S, (qs, qj), (pe, je), (w, s))
         if low < ey * w - ex * s:
             return False
     block_sums[b, 0] = w
@@ -1174,16 +1195,10 @@ def remove(S, x, y):
 def build_hulls(S):
     """Chunk hulls, then super-chunk hulls, of a freshly bulk-built state."""
     sums, hulls, lengths, order, meta = S.sums, S.hulls, S.lengths, S.order, S.meta
-    supers, super_info, super_hulls, super_where = (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-    )
     for pos in range(meta[M_M]):
         _chunk_hull(sums, hulls, lengths, order[pos], 0)
     for g in range(meta[M_NS]):
-        _refresh_super(sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g)
+        _refresh_super(S, g)
 
 
 @njit(cache=True)
