@@ -116,82 +116,54 @@ _STATE = StateType(list(_STATE_TYPES))
 STATE_FIELDS = tuple(name for name, _ in _STATE_TYPES)
 
 
+# fmt: off
 @njit(cache=True)
-def new_state(
-    scores,
-    sums,
-    hulls,
-    lengths,
-    order,
-    firsts,
-    block_ends,
-    block_sums,
-    meta,
-    free_ids,
-    supers,
-    super_info,
-    super_hulls,
-    super_where,
-    free_supers,
-    scratch,
-    scratch_scores,
-    ranges,
-):
-    """Pack the arrays (C-contiguous, of the dtypes and ranks in ``_STATE``) into a State.
+def new_state(scores, sums, hulls, lengths, order, firsts, block_ends, block_sums, meta,
+              free_ids, supers, super_info, super_hulls, super_where, free_supers, scratch,
+              scratch_scores, ranges):
+    """Pack the arrays (C-contiguous, of the dtypes and ranks in ``_STATE``, in the order of
+    ``STATE_FIELDS``) into a State.
 
     Compiled and cached like the kernels (the structref's own constructor would be
     compiled afresh in every process)."""
     S = structref.new(_STATE)
     S.scores, S.sums, S.hulls, S.lengths, S.order, S.firsts = (
-        scores,
-        sums,
-        hulls,
-        lengths,
-        order,
-        firsts,
-    )
+        scores, sums, hulls, lengths, order, firsts)
     S.block_ends, S.block_sums, S.meta, S.free_ids = block_ends, block_sums, meta, free_ids
-    (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-        S.free_supers,
-        S.scratch,
-        S.scratch_scores,
-    ) = supers, super_info, super_hulls, super_where, free_supers, scratch, scratch_scores
-    S.ranges = ranges
+    S.supers, S.super_info, S.super_hulls, S.super_where, S.free_supers = (
+        supers, super_info, super_hulls, super_where, free_supers)
+    S.scratch, S.scratch_scores, S.ranges = scratch, scratch_scores, ranges
     return S
+# fmt: on
 
 
 # --------------------------------------------------------------------------- locating
 
 
 @njit(cache=True)
-def _chunk_pos(firsts, m, x):
-    """Position of the last chunk whose first score is <= x (0 if none)."""
-    lo, hi = 0, m
+def _bisect(a, n, x, right):
+    """Number of the sorted a[:n] that are < x (or <= x if right)."""
+    lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi) >> 1
-        if firsts[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1 if lo > 0 else 0
-
-
-@njit(cache=True)
-def _search(scores, cid, L, x, right):
-    """Number of groups of chunk cid with score < x (or <= x if right)."""
-    lo, hi = 0, L
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        v = scores[cid, mid]
+        v = a[mid]
         if v < x or (right and v == x):
             lo = mid + 1
         else:
             hi = mid
     return lo
+
+
+@njit(cache=True)
+def _chunk_pos(firsts, m, x):
+    """Position of the last chunk whose first score is <= x (0 if none)."""
+    return max(_bisect(firsts, m, x, True) - 1, 0)
+
+
+@njit(cache=True)
+def _search(scores, cid, L, x, right):
+    """Number of groups of chunk cid with score < x (or <= x if right)."""
+    return _bisect(scores[cid], L, x, right)
 
 
 @njit(cache=True, inline="always")
@@ -209,27 +181,13 @@ def _pt_after(S, x, right):
 @njit(cache=True)
 def _first_block(block_ends, nb, x):
     """Index of the first block whose last score is >= x (nb if none)."""
-    lo, hi = 0, nb
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if block_ends[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _bisect(block_ends, nb, x, False)
 
 
 @njit(cache=True)
 def _super_of(supers, ns, pos):
     """Index g of the super-chunk holding chunk position pos."""
-    lo, hi = 0, ns
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if supers[mid, 0] <= pos:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return _bisect(supers[:, 0], ns, pos, True) - 1
 
 
 # --------------------------------------------------------------------------- hulls
@@ -621,14 +579,8 @@ def _best(scratch, n, ax, ay, sx, sy, want_max):
 
 @njit(cache=True)
 def _p1(S, x):
-    scores, lengths, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.lengths,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, lengths, order, block_ends = S.scores, S.lengths, S.order, S.block_ends
+    block_sums, meta = S.block_sums, S.meta
     m = meta[M_M]
     nb = meta[M_NB]
     if meta[M_N] == 0:
@@ -657,13 +609,8 @@ def _p1(S, x):
 
 @njit(cache=True)
 def _p0(S, x):
-    scores, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, order, block_ends, block_sums = S.scores, S.order, S.block_ends, S.block_sums
+    meta = S.meta
     nb = meta[M_NB]
     if meta[M_N] == 0:
         return 0.0
@@ -698,14 +645,8 @@ def _pair(S, x):
     coordinates offset by P_{c-1} - P_{l-1}, which p1's scan ends at. When a walk is
     needed (rare) or x's pools lie in different blocks, ``_p0`` / ``_p1`` answer.
     """
-    scores, sums, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.sums,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, sums, order, block_ends = S.scores, S.sums, S.order, S.block_ends
+    block_sums, meta = S.block_sums, S.meta
     if meta[M_N] == 0:
         return 0.0, 1.0
     nb = meta[M_NB]
@@ -945,14 +886,8 @@ def _stale(S, pos):
 @njit(cache=True)
 def _insert_pos(S, pos, cid, first):
     """Put chunk cid at position pos (pos >= 1); it joins the super-chunk of pos - 1."""
-    order, firsts, meta, supers, super_info, free_supers = (
-        S.order,
-        S.firsts,
-        S.meta,
-        S.supers,
-        S.super_info,
-        S.free_supers,
-    )
+    order, firsts, meta, supers = S.order, S.firsts, S.meta, S.supers
+    super_info, free_supers = S.super_info, S.free_supers
     m = meta[M_M]
     for k in range(m, pos, -1):
         order[k] = order[k - 1]
@@ -979,15 +914,8 @@ def _insert_pos(S, pos, cid, first):
 
 @njit(cache=True)
 def _delete_pos(S, pos):
-    order, firsts, meta, free_ids, supers, super_info, free_supers = (
-        S.order,
-        S.firsts,
-        S.meta,
-        S.free_ids,
-        S.supers,
-        S.super_info,
-        S.free_supers,
-    )
+    order, firsts, meta, free_ids = S.order, S.firsts, S.meta, S.free_ids
+    supers, super_info, free_supers = S.supers, S.super_info, S.free_supers
     free_ids[meta[M_NFREE]] = order[pos]
     meta[M_NFREE] += 1
     m = meta[M_M]
@@ -1012,15 +940,8 @@ def _delete_pos(S, pos):
 
 @njit(cache=True)
 def _split(S, pos):
-    scores, sums, hulls, lengths, order, meta, free_ids = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.meta,
-        S.free_ids,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, meta, free_ids = S.order, S.meta, S.free_ids
     cid = order[pos]
     L = lengths[cid, 0]
     half = L // 2
@@ -1045,16 +966,8 @@ def add(S, x, y):
     """Add one pair. Returns fix_blocks' code, or NEED_ROOM (nothing changed) when a split
     could find no free chunk or super-chunk id or the hull scratch is full: the caller grows
     the arrays and retries."""
-    scores, sums, hulls, lengths, order, firsts, meta, free_ids = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.firsts,
-        S.meta,
-        S.free_ids,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, firsts, meta, free_ids = S.order, S.firsts, S.meta, S.free_ids
     supers, super_info, free_supers = S.supers, S.super_info, S.free_supers
     if (
         (meta[M_NIDS] == scores.shape[0] and meta[M_NFREE] == 0)
@@ -1134,15 +1047,8 @@ def _absorb_next(S, pos):
 @njit(cache=True)
 def remove(S, x, y):
     """Remove one pair. Returns ERR_NOT_HELD (state untouched) or fix_blocks' code."""
-    scores, sums, hulls, lengths, order, firsts, meta = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.firsts,
-        S.meta,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, firsts, meta = S.order, S.firsts, S.meta
     m = meta[M_M]
     if m == 0:
         return ERR_NOT_HELD
