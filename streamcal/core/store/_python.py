@@ -40,6 +40,7 @@ from streamcal.core.validate import check_label, check_score, check_test_scores
 
 _max = np.maximum.reduce  # ndarray.max() goes through a Python-level wrapper first
 _min = np.minimum.reduce
+_sub, _add, _mul, _div = np.subtract, np.add, np.multiply, np.divide
 
 __all__ = ["PythonStore"]
 
@@ -68,6 +69,10 @@ class PythonStore(ScoreStore):
         self._ends: list[float] = []  # per block: score of its last group
         self._bw: list[int] = []  # per block: count
         self._bs: list[int] = []  # per block: ones
+        # Scratch for the block scans: a chunk has at most 2 * load + 1 points, and writing
+        # into these instead of fresh arrays saves an allocation per numpy pass.
+        self._u = np.empty(2 * self._load + 2)
+        self._v = np.empty(2 * self._load + 2)
 
     @classmethod
     def _from_groups(cls, t, w, s, chunk=None) -> PythonStore:
@@ -214,13 +219,17 @@ class PythonStore(ScoreStore):
     def _below_chord(self, ps, js, pe, je, w, s, fs=-1, fj=0) -> bool:
         """Is a point of the range, from point (fs, fj) on if given, strictly below the line
         of slope s / w through (ps, js)? Exact: int64 products."""
+        u, v = self._u, self._v
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos < fs:
                 continue
             if pos == fs and fj > lo:
                 lo = fj
-            if lo <= hi and _min(c[lo : hi + 1] * w - a[lo : hi + 1] * s) < bx * s - by * w:
-                return True
+            if lo <= hi:
+                k = hi + 1 - lo
+                t = _mul(c[lo : hi + 1], w, out=u[:k])
+                if _min(_sub(t, _mul(a[lo : hi + 1], s, out=v[:k]), out=t)) < bx * s - by * w:
+                    return True
         return False
 
     # ------------------------------------------------------------------ queries
@@ -251,17 +260,22 @@ class PythonStore(ScoreStore):
         ay = bs[b] + 1
         p1 = -1.0
         p0 = 2.0
+        u, v = self._u, self._v
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos <= pd:
                 top = jd if pos == pd else hi
-                v = _max(((ay - by) - c[lo : top + 1]) / ((ax - bx) - a[lo : top + 1]))
-                if v > p1:
-                    p1 = v
+                k = max(top + 1 - lo, 0)
+                num = _sub(ay - by, c[lo : top + 1], out=u[:k])
+                m = _max(_div(num, _sub(ax - bx, a[lo : top + 1], out=v[:k]), out=num))
+                if m > p1:
+                    p1 = m
             if pos >= pc:
-                start = jc if pos == pc else lo
-                v = _min((by + c[start : hi + 1]) / ((bx + 1) + a[start : hi + 1]))
-                if v < p0:
-                    p0 = v
+                k = max(hi + 1 - (jc if pos == pc else lo), 0)
+                start = hi + 1 - k
+                num = _add(by, c[start : hi + 1], out=u[:k])
+                m = _min(_div(num, _add(bx + 1, a[start : hi + 1], out=v[:k]), out=num))
+                if m < p0:
+                    p0 = m
         if b + 1 < nb and bs[b + 1] / bw[b + 1] < p1:
             p1 = self._p1(x)
         if b > 0 and bs[b - 1] / bw[b - 1] > p0:
