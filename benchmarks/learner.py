@@ -16,6 +16,14 @@ Tables, all measured side by side in one run:
    imbalanced stream with known probabilities. "valid" = mean p0 <= frequency <= mean p1
    within 3 standard errors of the mean of y - p0 (resp. p1 - y).
 4. va quality: mode "va" (small window, stream prefix) next to the default on that prefix.
+5. mondrian: µs per event of the default mode with ``by`` (``--categories`` categories,
+   window 1000 each) next to the same classifier without ``by``, on the same events
+   (Hyperplane(n_features=20) plus a uniform category feature the model does not see),
+   after every category has reached its full window. The model learns in batches of
+   ``refresh_every`` per category (one batch per ``categories * 1000`` labels), so the
+   mean over whole batch periods is the figure that counts; the median block is shown
+   too. Memory per category: the deep size of one category's state (features, scores,
+   store), the shared model excluded.
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import sys
 import time
+from collections import deque
 
 import numpy as np
-from river import datasets, linear_model, naive_bayes, preprocessing, tree
+from river import compose, datasets, linear_model, naive_bayes, preprocessing, tree
 from river.datasets import synth
 
 from streamcal import VennAbersClassifier
@@ -63,6 +73,32 @@ class Bare:
         self.model.learn_one(x, y)
 
 
+def side_by_side(variants, warm, measure, rng, block=1000):
+    """Warm every variant up, then time them on the same events: {name: [s / event of each
+    block]}. Round-robin blocks in a shuffled order: a burst of load from other processes
+    hits whichever variant runs at that moment, which the median block is robust to. A
+    block is one refresh period of the default (1000 = window), so batch work counts."""
+    for name, v in variants.items():
+        t = time.perf_counter()
+        for x, y in warm:
+            v.predict_proba_one(x)
+            v.learn_one(x, y)
+        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
+    per_block = {name: [] for name in variants}
+    order = list(variants)
+    for i in range(0, len(measure), block):
+        chunk = measure[i : i + block]
+        rng.shuffle(order)
+        for name in order:
+            v = variants[name]
+            t = time.perf_counter()
+            for x, y in chunk:
+                v.predict_proba_one(x)
+                v.learn_one(x, y)
+            per_block[name].append((time.perf_counter() - t) / len(chunk))
+    return per_block
+
+
 def cost(args):
     n_feat = 20
     stream = synth.Hyperplane(seed=42, n_features=n_feat)
@@ -74,29 +110,7 @@ def cost(args):
         "sva": VennAbersClassifier(lr(), mode="sva"),
         "sva, refresh_every=100": VennAbersClassifier(lr(), mode="sva", refresh_every=100),
     }
-    for name, v in variants.items():
-        t = time.perf_counter()
-        for x, y in warm:
-            v.predict_proba_one(x)
-            v.learn_one(x, y)
-        print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
-    # Round-robin blocks in a shuffled order; the median block is robust to bursts of load
-    # from other processes, which hit whichever variant happens to run at that moment. A
-    # block is one refresh period (1000 = window) so that amortised batch work counts.
-    per_block = {name: [] for name in variants}
-    block = 1000
-    order = list(variants)
-    rng = random.Random(0)
-    for i in range(0, len(measure), block):
-        chunk = measure[i : i + block]
-        rng.shuffle(order)
-        for name in order:
-            v = variants[name]
-            t = time.perf_counter()
-            for x, y in chunk:
-                v.predict_proba_one(x)
-                v.learn_one(x, y)
-            per_block[name].append((time.perf_counter() - t) / len(chunk))
+    per_block = side_by_side(variants, warm, measure, random.Random(0))
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
     base = median["bare pipeline"]
@@ -262,6 +276,77 @@ def va_quality(args):
     )  # fmt: skip
 
 
+# --- 5. mondrian ----------------------------------------------------------------------
+
+
+def deep_size(obj, skip=(), seen=None) -> int:
+    """Bytes held by ``obj`` and everything it references, except the objects in ``skip``."""
+    seen = {id(s) for s in skip} if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return sys.getsizeof(obj) if obj.base is None else 0
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(deep_size(k, (), seen) + deep_size(v, (), seen) for k, v in obj.items())
+    elif isinstance(obj, list | tuple | deque | set):
+        size += sum(deep_size(v, (), seen) for v in obj)
+    elif hasattr(obj, "__dict__"):
+        size += deep_size(vars(obj), (), seen)
+    return size
+
+
+def mondrian(args):
+    k, window = args.categories, 1000
+    rng = random.Random(1)
+
+    def with_category(seed, n):
+        return [
+            ({**x, "category": rng.randrange(k)}, y)
+            for x, y in synth.Hyperplane(seed=seed, n_features=20).take(n)
+        ]
+
+    def model():
+        return compose.Discard("category") | lr()
+
+    warm = with_category(42, args.mondrian_warmup or 3 * k * window)
+    measure = with_category(43, args.mondrian_events or 2 * k * window)
+    variants = {
+        "without by": VennAbersClassifier(model(), window=window),
+        f"by, {k} categories": VennAbersClassifier(model(), window=window, by="category"),
+    }
+    per_block = side_by_side(variants, warm, measure, rng)
+    mean = {name: float(np.mean(b)) for name, b in per_block.items()}
+    median = {name: float(np.median(b)) for name, b in per_block.items()}
+    plain, by = variants.values()
+    sizes = [deep_size(st, skip=(by.model, by._state)) for st in by._state.categories.values()]
+    memory = {
+        "without by": deep_size(plain._state, skip=(plain.model,)),
+        f"by, {k} categories": float(np.mean(sizes)),
+    }
+    base = mean["without by"]
+    rows = [
+        (
+            name,
+            f"{mean[name] * 1e6:.1f}",
+            f"{median[name] * 1e6:.1f}",
+            f"{mean[name] / base:.2f}x",
+            f"{variants[name].calibration_size:,}",
+            f"{memory[name] / 1e6:.2f}",
+        )
+        for name in variants
+    ]
+    table(
+        f"Mondrian: default mode, window {window} per category, "
+        f"StandardScaler | LogisticRegression, Hyperplane(n_features=20), "
+        f"after {len(warm):,} labels, {len(measure):,} events timed",
+        ["variant", "µs / event (mean)", "(median block)", "vs without by",
+         "calibration pairs", "MB per calibration set"],
+        rows,
+    )  # fmt: skip
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, about a minute")
@@ -272,7 +357,12 @@ def main(argv=None):
     ap.add_argument("--va-events", type=int, help="prefix for the va quality table (400)")
     ap.add_argument("--va-quality-window", type=int, default=50)
     ap.add_argument("--synthetic", type=int, help="length of the synthetic stream (20000)")
-    ap.add_argument("--only", choices=["cost", "va", "quality", "va-quality"], action="append")
+    ap.add_argument("--categories", type=int, help="categories for mondrian (default 100)")
+    ap.add_argument("--mondrian-warmup", type=int, help="default 3 * categories * 1000")
+    ap.add_argument("--mondrian-events", type=int, help="default 2 * categories * 1000")
+    ap.add_argument(
+        "--only", choices=["cost", "va", "quality", "va-quality", "mondrian"], action="append"
+    )
     args = ap.parse_args(argv)
     quick = args.quick
     args.warmup = args.warmup or (10_000 if quick else 100_000)
@@ -280,9 +370,16 @@ def main(argv=None):
     args.va_speed_events = args.va_speed_events or (300 if quick else 2_000)
     args.va_events = args.va_events or (150 if quick else 400)
     args.synthetic = args.synthetic or (3_000 if quick else 20_000)
+    args.categories = args.categories or (10 if quick else 100)
     if quick:
         args.va_quality_window = min(args.va_quality_window, 20)
-    parts = {"cost": cost, "va": va_speed, "quality": quality, "va-quality": va_quality}
+    parts = {
+        "cost": cost,
+        "va": va_speed,
+        "quality": quality,
+        "va-quality": va_quality,
+        "mondrian": mondrian,
+    }
     for name in args.only or parts:
         parts[name](args)
 

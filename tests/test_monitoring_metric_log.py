@@ -147,7 +147,7 @@ def test_read_predictions_accepts_booleans_and_ignores_extra_keys(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"p0": 0, "p1": 1, "label": true, "id": 3, "ts": 9}\n')
     assert list(read_predictions(f)) == [
-        (1, {"p0": 0, "p1": 1, "label": 1, "score": None, "p": None})
+        (1, {"p0": 0, "p1": 1, "label": 1, "score": None, "p": None, "category": None})
     ]
 
 

@@ -24,7 +24,8 @@ def register(sub) -> None:
             "Venn-Abers interval width and the Corollary 1 band, plus the PNG figures and "
             "summary.json. INPUT is a metric log written by `streamcal run`, or a predictions "
             "file joined with labels: JSON lines each with p0, p1, label (0/1) and optionally "
-            "score (raw model probability) and p (merged probability). Needs matplotlib "
+            "score (raw model probability), p (merged probability) and category (a Mondrian "
+            "category: the report then adds a band chart per category). Needs matplotlib "
             "(pip install 'streamcal-va[report]')."
         ),
     )
@@ -54,6 +55,12 @@ def register(sub) -> None:
         default=10,
         help="reliability bins, for predictions input (default 10)",
     )
+    p.add_argument(
+        "--top-k",
+        type=_positive_int,
+        default=10,
+        help="categories shown one by one, for predictions input with a category (default 10)",
+    )
     p.add_argument("--title", default=None, help="page title")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on long inputs")
     p.set_defaults(func=_main)
@@ -72,6 +79,7 @@ def _main(args) -> int:
             title=args.title,
             progress=not args.no_progress,
             input_format=args.format,
+            top_k=args.top_k,
         )
     except FileNotFoundError as exc:
         raise UsageError(f"{exc.filename}: no such file") from None

@@ -12,6 +12,7 @@ from streamcal.core import MERGES, SCALAR_MERGES
 from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.modes import DEFAULT_MODE, MODES, check_mode
+from streamcal.learner.mondrian import MondrianVennAbers
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
@@ -24,6 +25,30 @@ def _check_window(name: str, value, allow_none: bool = False):
         return
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_mondrian(mode, by, min_category, fallback, max_categories):
+    try:
+        hash(by)
+    except TypeError:
+        raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
+    if (
+        isinstance(min_category, bool)
+        or not isinstance(min_category, Integral)
+        or (min_category < 0)
+    ):
+        raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
+    _check_window("max_categories", max_categories)
+    if fallback not in (None, "pooled"):
+        raise ValueError(f"fallback must be None or 'pooled', got {fallback!r}")
+    if (fallback is None) != (min_category == 0):
+        raise ValueError(
+            "min_category and fallback='pooled' go together: below min_category pairs a "
+            f"category is answered from the pooled set (got min_category={min_category!r}, "
+            f"fallback={fallback!r})"
+        )
+    if fallback is not None and (by is None or mode != "pretrained"):
+        raise ValueError("fallback='pooled' needs by and mode 'pretrained'")
 
 
 class VennAbersClassifier(base.Wrapper, base.Classifier):
@@ -81,6 +106,24 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         labels).
         ``"sva"``: rescore the window every this many labels (``None``: never).
         Must be ``None`` for ``"va"``, which rescores at every prediction.
+    by
+        Mondrian calibration (``streamcal.learner.mondrian``): a feature name, or a
+        function of ``x`` returning a hashable category. Every category then has its own
+        calibration set, with the window and refresh rules above applied to its own
+        labels, so the guarantee holds inside each category; the model is shared. Under
+        ``"pretrained"`` the model learns in batches of ``refresh_every`` labels per
+        category, so it lags further behind. A category with no labelled pairs yet gets
+        the (0, 1) pair. A function must be picklable (not a lambda) for the classifier
+        to be.
+    min_category, fallback
+        With ``fallback="pooled"`` (``"pretrained"`` only), a category with fewer than
+        ``min_category`` calibration pairs is answered from the pooled calibration set
+        (all categories' pairs). **Such an answer is only calibrated on average over the
+        categories: the per-category guarantee holds only once the category has its own
+        ``min_category`` pairs.**
+    max_categories
+        At most this many categories keep calibration sets; the least recently labelled
+        one is dropped when a new one comes (``evictions`` counts them).
 
     Examples
     --------
@@ -109,6 +152,16 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     >>> iv.p0 <= iv.p <= iv.p1
     True
 
+    Mondrian: with ``by``, each value of the feature ``https`` has its own calibration set
+    (``x`` reaches the model unchanged; drop the category first with ``compose.Discard``
+    if the model cannot take it):
+
+    >>> mondrian = VennAbersClassifier(bare.clone(), window=200, by="https")
+    >>> for x, y in datasets.Phishing():
+    ...     mondrian.learn_one(x, y)
+    >>> mondrian.calibration_size, mondrian.evictions  # three categories, none evicted
+    (655, 0)
+
     """
 
     def __init__(
@@ -118,6 +171,10 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         merge: str = "log",
         window: int | None = 1000,
         refresh_every: int | None = None,
+        by=None,
+        min_category: int = 0,
+        fallback: str | None = None,
+        max_categories: int = 1000,
     ):
         if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
             raise TypeError(
@@ -135,15 +192,26 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             raise ValueError("refresh_every is not used by mode 'va', which rescores every time")
         if mode == "sva" and window is None and refresh_every is not None:
             raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
+        _check_mondrian(mode, by, min_category, fallback, max_categories)
 
         self.model = model
         self.mode = mode
         self.merge = merge
         self.window = window
         self.refresh_every = refresh_every
+        self.by = by
+        self.min_category = min_category
+        self.fallback = fallback
+        self.max_categories = max_categories
 
         if mode == "pretrained":
-            self._state = PretrainedVennAbers(model, window, refresh_every or window)
+            refresh_every = refresh_every or window
+        if by is not None:
+            self._state = MondrianVennAbers(
+                model, mode, window, refresh_every, by, min_category, fallback, max_categories
+            )
+        elif mode == "pretrained":
+            self._state = PretrainedVennAbers(model, window, refresh_every)
         elif mode == "sva":
             self._state = SimplifiedVennAbers(model, window, refresh_every)
         else:
@@ -165,8 +233,13 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
 
     @property
     def calibration_size(self) -> int:
-        """Number of labelled pairs in the calibration set right now."""
+        """Number of labelled pairs in the calibration set right now (all categories')."""
         return self._state.calibration_size
+
+    @property
+    def evictions(self) -> int:
+        """Categories dropped so far to stay within ``max_categories`` (0 without ``by``)."""
+        return getattr(self._state, "evictions", 0)
 
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score."""

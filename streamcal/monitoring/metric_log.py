@@ -9,10 +9,15 @@ Two inputs, one JSON object per line:
 * a **predictions file joined with labels**: each line has at least ``p0``, ``p1`` (the
   Venn-Abers pair, in [0, 1]; p0 <= p1 except in full VA) and ``label`` (0/1 or false/true);
   optionally ``score`` (the raw model probability of 1) and ``p`` (the merged probability;
-  default p1 / (1 - p0 + p1)); ``null`` means absent. Other keys (``id``, ``ts``, ...) are
-  ignored. Lines are taken in stream order. Example::
+  default p1 / (1 - p0 + p1)) and ``category`` (a Mondrian category: a string or a
+  number); ``null`` means absent. Other keys (``id``, ``ts``, ...) are ignored. Lines are
+  taken in stream order. Example::
 
-      {"id": "e17", "p0": 0.21, "p1": 0.34, "label": 1, "score": 0.62}
+      {"id": "e17", "p0": 0.21, "p1": 0.34, "label": 1, "score": 0.62, "category": "fr"}
+
+A metric-log line that carries a label value (``"category": "fr"``) holds the statistics
+of that category only (the fields the schema breaks down by it); ``split_labelled``
+separates those lines from the whole stream's.
 
 ``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
 and returns the metric log it would have produced, so reports have one input shape.
@@ -38,6 +43,7 @@ __all__ = [
     "metric_log_from_predictions",
     "read_metric_log",
     "read_predictions",
+    "split_labelled",
 ]
 
 PREDICTION_FIELDS = ("p0", "p1", "label")
@@ -132,12 +138,14 @@ def _check_bins(where: str, key: str, bins) -> None:
 
 def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
     """Raise ValueError (prefixed by ``where``) unless ``obj`` is a valid metric-log line:
-    every required field of the schema present, numbers (or null) where the schema has
+    every required field of the schema present (in a line with label values: every
+    required field broken down by those labels), numbers (or null) where the schema has
     counters and gauges, counts where it has counters, bins where it has bins, strings
     for label values."""
     fields = schema.FIELDS
+    labels = {label.key for label in schema.LABELS if obj.get(label.key) is not None}
     for f in fields:
-        if f.required and f.key not in obj:
+        if f.required and labels <= set(f.labels) and f.key not in obj:
             raise ValueError(f"{where}: missing field {f.key!r}")
     for f in fields:
         v = obj.get(f.key)
@@ -171,8 +179,27 @@ def read_metric_log(path, progress: bool = False) -> list[dict]:
     return [check_metric_line(obj, f"{p}: line {n}") for n, obj in iter_json_lines(path, progress)]
 
 
+def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """(the lines without label values, in order; the last line of each category).
+
+    >>> whole, by_category = split_labelled([{"labels": 1}, {"labels": 1, "category": "a"},
+    ...                                      {"labels": 2}, {"labels": 2, "category": "a"}])
+    >>> whole, by_category
+    ([{'labels': 1}, {'labels': 2}], {'a': {'labels': 2, 'category': 'a'}})
+    """
+    whole, by_category = [], {}
+    for line in log:
+        # A unit's line (labels unit, instance) is the whole stream of that unit.
+        if line.get(schema.CATEGORY) is None:
+            whole.append(line)
+        else:
+            by_category[line[schema.CATEGORY]] = line
+    return whole, by_category
+
+
 def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, {"p0", "p1", "label", "score", "p"})`` from a predictions file.
+    """Yield ``(line_number, {"p0", "p1", "label", "score", "p", "category"})`` from a
+    predictions file.
 
     Types are checked here; ranges (all in [0, 1]) by the tracker.
     """
@@ -185,6 +212,13 @@ def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]
             v = obj.get(k)
             if v is not None and not _is_number(v):
                 raise ValueError(f"{p}: line {n}: field {k!r} must be a number, got {v!r}")
+        category = obj.get("category")
+        if category is not None and (
+            isinstance(category, bool) or not isinstance(category, str | int)
+        ):
+            raise ValueError(
+                f"{p}: line {n}: field 'category' must be a string or an integer, got {category!r}"
+            )
         label = obj["label"]
         if label not in (0, 1) or isinstance(label, float):
             raise ValueError(
@@ -198,17 +232,24 @@ def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]
                 "label": int(label),
                 "score": obj.get("score"),
                 "p": obj.get("p"),
+                "category": category,
             },
         )
 
 
 def metric_log_from_predictions(
-    path, window: int = 1000, bins: int = 10, points: int = 1000, progress: bool = False
+    path,
+    window: int = 1000,
+    bins: int = 10,
+    points: int = 1000,
+    progress: bool = False,
+    top_k: int = 10,
 ) -> list[dict]:
     """The metric log a tracker fed with this predictions file would write.
 
     About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
-    one, which carries the reliability bins.
+    one, which carries the reliability bins; then, if predictions carried a ``category``,
+    one line per category of the tracker's top ``top_k`` and ``"(other)"``.
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
@@ -219,13 +260,20 @@ def metric_log_from_predictions(
     ...
     ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
     """
-    tracker = CalibrationTracker(window=window, bins=bins)
+    tracker = CalibrationTracker(window=window, bins=bins, top_k=top_k)
     log: list[dict] = []
     every = 1
     p = os.fspath(path)
     for n, rec in read_predictions(path, progress):
         try:
-            tracker.update(rec["p0"], rec["p1"], rec["label"], score=rec["score"], p=rec["p"])
+            tracker.update(
+                rec["p0"],
+                rec["p1"],
+                rec["label"],
+                score=rec["score"],
+                p=rec["p"],
+                category=rec["category"],
+            )
         except ValueError as exc:
             raise ValueError(f"{p}: line {n}: {exc}") from None
         if tracker.labels % every == 0:
@@ -238,4 +286,4 @@ def metric_log_from_predictions(
         log[-1] = final
     else:
         log.append(final)
-    return log
+    return log + tracker.category_snapshots()

@@ -59,32 +59,30 @@ class _LineCollector:
     def collect(self):
         lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
         label_keys = [label.key for label in schema.LABELS]
-        # Only the labels some line has: unlabelled lines make unlabelled series.
-        present = {k for values, _ in lines for k, v in zip(label_keys, values, strict=True)
-                   if v is not None}  # fmt: skip
         for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
-            family = _FAMILIES[f.kind]
-            labels = [k for k in f.labels if k in present]
-            m = None
+            rows = []
             for values, line in lines:
                 value = line.get(f.key)
                 # A labelled line feeds only the fields broken down by its labels.
                 used = {k for k, v in zip(label_keys, values, strict=True) if v is not None}
                 if value is None or not used <= set(f.labels):
                     continue  # undefined (no labels yet, no raw scores): absent, not 0
-                if m is None:
-                    m = family(
-                        f"{self.prefix}_{f.prometheus_name}",
-                        f.help,
-                        labels=self.label_names + labels,
-                    )
-                label_values = self.label_values + [str(line.get(k) or "") for k in labels]
+                rows.append((line, value))
+            if not rows:
+                continue
+            # Only the labels some line carries: without per-category lines, the scrape
+            # is what it was before labels existed.
+            names = [k for k in f.labels if any(line.get(k) is not None for line, _ in rows)]
+            m = _FAMILIES[f.kind](
+                f"{self.prefix}_{f.prometheus_name}", f.help, labels=self.label_names + names
+            )
+            for line, value in rows:
+                label_values = self.label_values + [str(line.get(k) or "") for k in names]
                 if f.kind == schema.INFO:
                     m.add_metric(label_values, {f.key: str(value)})
                 else:
                     m.add_metric(label_values, float(value))
-            if m is not None:
-                yield m
+            yield m
 
 
 class PrometheusExporter:
@@ -148,6 +146,21 @@ class PrometheusExporter:
         lines = dict(self._collector.lines)
         lines[_label_values(metric_line)] = dict(metric_line)
         self._collector.lines = lines
+
+    def update_categories(self, rows: list[dict]) -> None:
+        """Publish the per-category lines (``CalibrationTracker.category_snapshots()``) as
+        one set: categories that left the top k are no longer scraped."""
+        for row in rows:
+            if not isinstance(row, dict) or not isinstance(row.get(schema.CATEGORY), str):
+                raise ValueError(f"a category line needs a string 'category', got {row!r}")
+        lines = {
+            values: line
+            for values, line in self._collector.lines.items()
+            if line.get(schema.CATEGORY) is None
+        }
+        self._collector.lines = lines
+        for row in rows:
+            self.update(row)
 
     def close(self) -> None:
         """Stop the HTTP server (idempotent) and leave the registry."""

@@ -6,7 +6,9 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
   95% Wilson intervals on each bin's frequency and the bin counts underneath;
 * ``loss.png``: cumulative and rolling log loss and square loss, calibrated vs raw;
 * ``width.png``: the Venn-Abers interval width p1 - p0 over time;
-* ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time.
+* ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time;
+* ``categories.png`` (metric logs with per-category lines, see
+  ``CalibrationTracker.category_snapshots``): the same band per category, one row each.
 
 Several metric logs (the instances of a ``--scope partition`` job), or one log with lines
 of several units: the tables and figures are of the units pooled
@@ -30,6 +32,7 @@ from streamcal.monitoring.metric_log import (
     detect_format,
     metric_log_from_predictions,
     read_metric_log,
+    split_labelled,
 )
 from streamcal.monitoring.pooled import latest_by_unit, pool, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
@@ -37,6 +40,7 @@ from streamcal.monitoring.reliability import wilson_interval
 __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
 
 FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
+CATEGORY_FIGURE = "categories.png"
 _CAL, _RAW = "#1f5fa8", "#d9731a"
 
 
@@ -219,6 +223,28 @@ def band_figure(log, path: Path) -> None:
     _save(fig, path)
 
 
+def category_band_figure(rows: list[dict], path: Path) -> None:
+    """One row per category: [mean p0, mean p1] as a bar, the frequency with ±2 s.e."""
+    fig = _figure(7.0, 1.2 + 0.32 * len(rows))
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]  # the first row on top
+    for y, r in zip(ys, rows, strict=True):
+        p0, f, p1, n = r.get("mean_p0"), r.get("frequency"), r.get("mean_p1"), r.get("labels")
+        if None in (p0, f, p1) or not n:
+            continue
+        ax.plot([p0, p1], [y, y], color=_CAL, lw=7, alpha=0.45, solid_capstyle="butt",
+                label="[mean p0, mean p1]" if y == ys[0] else None)  # fmt: skip
+        se = math.sqrt(f * (1 - f) / n)
+        ax.errorbar(f, y, xerr=2 * se, fmt="o", color="black", ms=4, capsize=3,
+                    label="frequency of 1, ±2 SE" if y == ys[0] else None)  # fmt: skip
+    ax.set_yticks(ys, [f"{r['category']} ({r.get('labels') or 0})" for r in rows], fontsize=8)
+    ax.set_xlabel("probability")
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    _save(fig, path)
+
+
 def corollary1_verdict(last: dict) -> str:
     """Where the frequency of 1s lies relative to [mean p0, mean p1], in standard errors.
 
@@ -257,10 +283,13 @@ def _summary_fields():
     return [f for f in schema.FIELDS if f.title and f.key not in tables]
 
 
-def summary(last: dict) -> dict:
-    """The numbers the page shows, by metric-log key (from the last line), plus the verdict."""
+def summary(last: dict, categories: list[dict] = ()) -> dict:
+    """The numbers the page shows, by metric-log key (from the last line), plus the verdict;
+    with per-category lines, ``categories``: each one's numbers and verdict."""
     out = {f.key: last[f.key] for f in schema.FIELDS if f.title and f.key in last}
     out["corollary1"] = corollary1_verdict(last)
+    if categories:
+        out["categories"] = [{**r, "corollary1": corollary1_verdict(r)} for r in categories]
     return out
 
 
@@ -304,6 +333,13 @@ _READING = {
         "Width of the Venn-Abers interval p1 - p0 (log axes): how unsure the calibration "
         "still is of itself. It shrinks roughly like 1/n as the calibration set grows; a wide "
         "or growing interval means too few labels, or scores the calibration set has not seen."
+    ),
+    CATEGORY_FIGURE: (
+        "Corollary 1 per category (the top categories by volume, then all others together; "
+        "labels in brackets): the frequency of 1s (black, ±2 standard errors) should meet the "
+        "blue bar [mean p0, mean p1] in every row. A Mondrian calibrator promises it per "
+        "category; a pooled one only on average, and a row whose dot lies clear of its bar is "
+        "a segment where 0.9 does not mean 90%."
     ),
     "band.png": (
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
@@ -351,7 +387,19 @@ def _units_html(units: dict, total: dict) -> str:
     )
 
 
-def _html(log, last, source, kind, title, out: Path, units: dict | None = None) -> str:
+def _category_table(rows: list[dict]) -> str:
+    keys = schema.CATEGORY_KEYS
+    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in keys)
+    body = "".join(
+        f"<tr><td>{html.escape(str(r['category']))}</td>"
+        + "".join(_cell(r, k) for k in keys)
+        + f"<td>{html.escape(corollary1_verdict(r))}</td></tr>"
+        for r in rows
+    )
+    return f"<table><tr><th>category</th>{head}<th>Corollary 1</th></tr>{body}</table>"
+
+
+def _html(log, last, source, kind, title, out: Path, categories=(), units=None) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -371,7 +419,7 @@ def _html(log, last, source, kind, title, out: Path, units: dict | None = None) 
     )
     loss_head = "".join(f"<th>{c}</th>" for c in _LOSS_COLUMNS)
     figures = ""
-    for name in FIGURES:
+    for name in FIGURES + ((CATEGORY_FIGURE,) if categories else ()):
         data = base64.b64encode((out / name).read_bytes()).decode("ascii")
         figures += (
             f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
@@ -395,6 +443,7 @@ def _html(log, last, source, kind, title, out: Path, units: dict | None = None) 
 <table>{rows}</table>
 <table><tr><th></th>{loss_head}</tr>{loss_rows}</table>
 <table>{band}</table>
+{"<h2>Per category</h2>" + _category_table(categories) if categories else ""}
 {_units_html(units or {}, last)}<h2>Figures</h2>
 {figures}
 </body></html>
@@ -410,6 +459,7 @@ def write_report(
     title: str | None = None,
     progress: bool = False,
     input_format: str = "auto",
+    top_k: int = 10,
 ) -> Path:
     """Write ``report.html`` and its PNG figures into ``out_dir``; return the HTML's path.
 
@@ -417,9 +467,10 @@ def write_report(
     ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
     ``"predictions"``), or a list of metric logs (e.g. one per instance of a ``--scope
     partition`` job): the report is then of all their units pooled, with a table per
-    unit, as for one log with lines of several units. ``window`` and ``bins`` apply to
-    predictions files (a metric log carries its own). Raises ``ValueError`` naming the bad line, and
-    ``MissingDependencyError`` without matplotlib.
+    unit, as for one log with lines of several units. ``window``, ``bins`` and ``top_k``
+    (categories charted one by one) apply to predictions files (a metric log carries its
+    own). Raises ``ValueError`` naming the bad line, and ``MissingDependencyError``
+    without matplotlib.
     """
     paths = list(input_path) if isinstance(input_path, list | tuple) else [input_path]
     if len(paths) > 1:  # an instance killed before its first line leaves an empty log
@@ -436,9 +487,9 @@ def write_report(
         lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
         if not lines:
             raise ValueError(f"{os.fspath(paths[0])}: no metric lines")
-        units = latest_by_unit(lines)
+        units = latest_by_unit(split_labelled(lines)[0])
         if len(units) > 1:
-            log = pooled_log(lines)
+            log = pooled_log(split_labelled(lines)[0])
             log[-1] = pool(units.values())
             kind = (
                 f"{len(paths)} metric log(s), {len(lines)} lines of {len(units)} units; the "
@@ -448,10 +499,11 @@ def write_report(
             log = lines
             kind = f"a metric log of {len(log)} lines; the tables show its last line"
     elif input_format == "predictions":
-        log = metric_log_from_predictions(input_path, window=window, bins=bins, progress=progress)
-        kind = (
-            f"{log[-1]['labels']} labelled predictions, tracked with window={window}, bins={bins}"
+        log = metric_log_from_predictions(
+            input_path, window=window, bins=bins, progress=progress, top_k=top_k
         )
+        n = split_labelled(log)[0][-1]["labels"]
+        kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
     else:
         raise ValueError(
             f'input_format must be "auto", "metrics" or "predictions", got {input_format!r}'
@@ -459,18 +511,25 @@ def write_report(
     _figure()  # fail on a missing matplotlib before creating anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    log, by_category = split_labelled(log)
+    if not log:
+        raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
+    categories = list(by_category.values())
     last = log[-1]
     reliability_figure(last, out / "reliability.png")
     loss_figure(log, out / "loss.png")
     width_figure(log, out / "width.png")
     band_figure(log, out / "band.png")
+    if categories:
+        category_band_figure(categories, out / CATEGORY_FIGURE)
     source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out, units),
+        _html(log, last, source, kind, title or "streamcal calibration report", out,
+              categories, units),
         encoding="utf-8",
-    )
-    doc = summary(last)
+    )  # fmt: skip
+    doc = summary(last, categories)
     if units is not None and len(units) > 1:
         doc["units"] = {u: summary(units[u]) for u in sorted(units, key=_unit_key)}
     (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -18,9 +18,11 @@ Labels: a field may be broken down by labels (``MetricField.labels``, names decl
 ``LABELS``). A line carries its label values as top-level string keys, e.g. ``"unit":
 "3"``; a line without them is the whole processor's. The exporter keeps the latest line
 of each label set. The processor's lines carry ``unit`` (a partition number, or
-``global``) and ``instance``; Mondrian (``category``) metrics would add theirs here.
-``MetricField.pool`` says how the lines of several units add up to the whole stream's
-(``streamcal.monitoring.pooled``, used by ``streamcal report`` on several metric logs).
+``global``) and ``instance``: every field is broken down by them (``UNIT_LABELS``).
+``category`` breaks the tracker's per-category statistics down (``CATEGORY_KEYS``; see
+``streamcal.monitoring.categories``). ``MetricField.pool`` says how the lines of several
+units add up to the whole stream's (``streamcal.monitoring.pooled``, used by ``streamcal
+report`` on several metric logs).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER]
 ['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "BINS",
+    "CATEGORY",
+    "CATEGORY_KEYS",
     "COUNTER",
     "FIELDS",
     "GAUGE",
@@ -124,8 +128,9 @@ class MetricField:
         return self.kind in (COUNTER, GAUGE)
 
 
-def _t(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=True, **kw)
+def _t(key, kind, title, help, labels=(), **kw) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=True,
+                       labels=UNIT_LABELS + tuple(labels), **kw)  # fmt: skip
 
 
 def _t_optional(key, kind, title, help, **kw) -> MetricField:
@@ -136,22 +141,25 @@ def _p(key, kind, title, help, **kw) -> MetricField:
     return MetricField(key, kind, help, PROCESSOR, title, **kw)
 
 
+CATEGORY = "category"  # the Mondrian label
+_C = (CATEGORY,)
+
 # In the order of the metric line. Each field: key, kind, report title, then its help.
 FIELDS: tuple[MetricField, ...] = (
     _p("ts", GAUGE, None, prometheus="last_update_timestamp_seconds",
        help="Unix time of the metric-log line.", pool="max"),
     # --- CalibrationTracker ---
     _t("labels", COUNTER, "labelled events",
-       "Labels joined to their predictions (tracker updates)."),
+       "Labels joined to their predictions (tracker updates).", labels=_C),
     # raw_labels came later than the first metric logs: optional when reading.
     _t_optional("raw_labels", COUNTER, "with a raw score",
        "Labels whose prediction carried a raw model score."),
     _t("log_loss", GAUGE, "log loss",
-       "Cumulative log loss of the calibrated probability p."),
+       "Cumulative log loss of the calibrated probability p.", labels=_C),
     _t("recent_log_loss", GAUGE, "log loss, recent",
        "Log loss of p over the last window of labels."),
     _t("square_loss", GAUGE, "square loss",
-       "Cumulative square (Brier) loss of p."),
+       "Cumulative square (Brier) loss of p.", labels=_C),
     _t("recent_square_loss", GAUGE, "square loss, recent",
        "Square loss of p over the last window."),
     _t("raw_log_loss", GAUGE, "raw log loss",
@@ -163,19 +171,19 @@ FIELDS: tuple[MetricField, ...] = (
     _t("recent_raw_square_loss", GAUGE, "raw square loss, recent",
        "Square loss of the raw score, last window.", pool="mean:raw_labels"),
     _t("mean_width", GAUGE, "mean p1 - p0",
-       "Mean Venn-Abers interval width p1 - p0."),
+       "Mean Venn-Abers interval width p1 - p0.", labels=_C),
     _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
        "Mean p1 - p0 over the last window."),
     _t("ece", GAUGE, "ECE (binned)",
-       "Binned expected calibration error of p.", pool="ece:reliability"),
+       "Binned expected calibration error of p.", labels=_C, pool="ece:reliability"),
     _t("raw_ece", GAUGE, "raw ECE (binned)",
        "Binned expected calibration error of the raw score.", pool="ece:raw_reliability"),
     _t("mean_p0", GAUGE, "mean p0",
-       "Mean p0 (lower end of the Corollary 1 band)."),
+       "Mean p0 (lower end of the Corollary 1 band).", labels=_C),
     _t("frequency", GAUGE, "frequency of 1",
-       "Frequency of label 1."),
+       "Frequency of label 1.", labels=_C),
     _t("mean_p1", GAUGE, "mean p1",
-       "Mean p1 (upper end of the Corollary 1 band)."),
+       "Mean p1 (upper end of the Corollary 1 band).", labels=_C),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
     _t_optional("reliability", BINS, None,
        "Reliability bins of p."),
@@ -204,13 +212,16 @@ FIELDS: tuple[MetricField, ...] = (
        help="The version field of the metric line (streamcal's version)."),
 )  # fmt: skip
 
-# Labels fields may be broken down by (see the module docstring): every field is, by
-# default (``MetricField.labels``).
+# Labels fields may be broken down by (see the module docstring).
 LABELS: tuple[Label, ...] = (
+    Label(CATEGORY, "A category of a Mondrian calibrator (top k by volume, or '(other)')."),
     Label("unit", "The unit of calibration: a partition number with --scope partition, "
           "else global."),
     Label("instance", "The streamcal run instance that holds the unit (--instance-id)."),
 )  # fmt: skip
+
+# The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order.
+CATEGORY_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels)
 
 # The flat keys of ``CalibrationTracker.snapshot()``, in order.
 SNAPSHOT_KEYS = tuple(f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS)

@@ -23,6 +23,7 @@ from collections import deque
 from river import stats
 
 from streamcal.core.validate import check_label
+from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.reliability import ReliabilityBins
 from streamcal.monitoring.schema import SNAPSHOT_KEYS
 
@@ -145,17 +146,22 @@ class CalibrationTracker:
         Number of most recent updates behind the ``recent_*`` statistics.
     bins
         Number of equal-width reliability bins on [0, 1] (for ``ece`` and ``reliability``).
+    top_k, max_categories
+        Per-category statistics (updates given a ``category``): ``category_snapshots()``
+        shows the ``top_k`` categories by volume plus ``"(other)"``; at most
+        ``max_categories`` are counted one by one (``streamcal.monitoring.categories``).
 
-    ``update(p0, p1, y, score=None, p=None)`` takes the Venn-Abers pair, the label (0/1 or
-    bool), optionally the raw model probability ``score`` and the merged probability ``p``
-    (default: the log-loss merge p1 / (1 - p0 + p1)). Raw statistics cover the updates that
-    came with a score (``raw_labels`` of them; ``recent_raw_*``: those among the last
-    ``window`` updates). Log loss clips its argument to
-    [1e-15, 1 - 1e-15] like river's ``LogLoss``; the log merge never needs it (Lemma 3 of
-    Vovk & Petej: 0 < p < 1), a raw score may.
+    ``update(p0, p1, y, score=None, p=None, category=None)`` takes the Venn-Abers pair,
+    the label (0/1 or bool), optionally the raw model probability ``score``, the merged
+    probability ``p`` (default: the log-loss merge p1 / (1 - p0 + p1)) and a category.
+    Raw statistics cover the updates that came with a score (``raw_labels`` of them;
+    ``recent_raw_*``: those among the last ``window`` updates). Log loss clips its
+    argument to [1e-15, 1 - 1e-15] like river's ``LogLoss``; the log merge never needs it
+    (Lemma 3 of Vovk & Petej: 0 < p < 1), a raw score may.
 
     Corollary 1 of Vovk & Petej: under exchangeability, ``mean_p0 <= frequency <= mean_p1``
-    up to sampling error (about sqrt(f (1 - f) / n) on the frequency).
+    up to sampling error (about sqrt(f (1 - f) / n) on the frequency). A Mondrian
+    calibrator promises it inside every category: pass ``category`` to check that too.
 
     >>> t = CalibrationTracker(window=2, bins=2)
     >>> t.update(0.2, 0.4, 0, score=0.3)
@@ -172,9 +178,19 @@ class CalibrationTracker:
     0.356675
     >>> [b["count"] for b in t.reliability("p")], [b["count"] for b in t.reliability("score")]
     ([1, 2], [1, 1])
+
+    Per category (a Mondrian calibrator's segments):
+
+    >>> t = CalibrationTracker(top_k=1)
+    >>> for c, y in [("fr", 1), ("fr", 0), ("de", 1)]:
+    ...     t.update(0.4, 0.6, y, category=c)
+    >>> [(r["category"], r["labels"], r["frequency"]) for r in t.category_snapshots()]
+    [('fr', 2, 0.5), ('(other)', 1, 1.0)]
     """
 
-    def __init__(self, window: int = 1000, bins: int = 10):
+    def __init__(
+        self, window: int = 1000, bins: int = 10, top_k: int = 10, max_categories: int = 1000
+    ):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a positive integer, got {window!r}")
         self.window = window
@@ -188,9 +204,19 @@ class CalibrationTracker:
         self._p0 = self._p1 = 0.0  # means of p0 and p1 over the ``labels`` updates
         self._rel = ReliabilityBins(bins)
         self._raw_rel = ReliabilityBins(bins)
+        self._categories = CategoryBreakdown(top_k, bins, max_categories)
 
-    def update(self, p0: float, p1: float, y, score: float | None = None, p: float | None = None):
-        """Add one labelled prediction. Raises ValueError (state unchanged) on bad input."""
+    def update(
+        self,
+        p0: float,
+        p1: float,
+        y,
+        score: float | None = None,
+        p: float | None = None,
+        category=None,
+    ):
+        """Add one labelled prediction (of ``category``, if given: any value, named by
+        ``str``). Raises ValueError (state unchanged) on bad input."""
         y = check_label(y)
         if not prediction_in_range(p0, p1, p, score):
             raise ValueError(
@@ -223,6 +249,8 @@ class CalibrationTracker:
         self._p0 += k * (p0 - self._p0)
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
+        if category is not None:
+            self._categories.update(category, p0, p1, y, p, log, square)
 
     def __setstate__(self, state):
         if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
@@ -230,6 +258,8 @@ class CalibrationTracker:
             state["_recent"] = rolling.obj
             state["_window"] = deque(args for args, _ in rolling.window)
             state["_p0"], state["_p1"] = state["_p0"]._mean, state["_p1"]._mean
+        if "_categories" not in state:  # from before per-category statistics
+            state["_categories"] = CategoryBreakdown(bins=state["bins"])
         self.__dict__.update(state)
 
     def reliability(self, which: str = "p") -> list[dict]:
@@ -278,7 +308,9 @@ class CalibrationTracker:
         return out
 
     def to_state(self) -> dict:
-        """The tracker as plain data (numbers and lists); ``from_state`` rebuilds it."""
+        """The tracker as plain data (numbers and lists); ``from_state`` rebuilds it.
+        Per-category statistics are not part of it: the stream processor gives no
+        categories."""
         return {
             "window": self.window,
             "bins": self.bins,
@@ -313,6 +345,12 @@ class CalibrationTracker:
         self._rel.__setstate__(tuple(state["rel"]))
         self._raw_rel.__setstate__(tuple(state["raw_rel"]))
         return self
+
+    def category_snapshots(self) -> list[dict]:
+        """Per-category metric lines: the top ``top_k`` categories by labels, then
+        ``"(other)"`` (when labels fell outside them); each ``{"category": str,
+        *CATEGORY_KEYS}``. Empty if no update had a category."""
+        return self._categories.rows()
 
     def __repr__(self):
         return f"CalibrationTracker(window={self.window}, bins={self.bins}, labels={self.labels})"

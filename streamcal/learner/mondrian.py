@@ -1,0 +1,219 @@
+"""Mondrian Venn-Abers: one calibration set per category, one shared scoring model.
+
+A Mondrian taxonomy (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random
+World*, section 4.5) splits the calibration set by a category of the object (country,
+merchant, device...). Each category's (p0, p1) is computed from that category's pairs
+only, so Corollary 1 holds inside every category, not just on average: the stream need
+only be exchangeable within each category. The model that scores is shared.
+
+Every category keeps the state of the chosen mode (``streamcal.learner.pretrained``,
+``sva`` or ``va``), with the same window and refresh rules applied to its own labels.
+The mode objects all score with the one model; what the modes do to the model is
+shared as follows:
+
+* ``"pretrained"``: a category's calibration set holds its newest ``window`` to
+  ``window + refresh_every - 1`` labels: it cuts its surplus as the plain mode does on
+  its own sub-stream, but the objects beyond the cut wait instead of being learned. Once
+  they number ``refresh_every`` times the number of categories (or, at the start, once
+  they would at least double what the model has learned), every category also hands
+  over its objects beyond its newest ``window`` (as the plain mode does at a refresh),
+  the model learns all waiting objects in stream order, and every category is
+  rescored. The cuts depend on counts only, and between those moments the scoring
+  function is fixed and has never seen a calibration or test object: each category is
+  a pre-trained Venn predictor, valid per category. The amortised cost per event is
+  about the plain mode's (one learn, one rescoring); the price is a model lagging about
+  ``refresh_every`` labels per category behind.
+* ``"sva"`` and ``"va"``: the model learns every label at once, as in the plain modes;
+  the window (and, for ``"sva"``, the rescoring) is per category.
+
+At most ``max_categories`` categories keep a state; the least recently labelled one is
+evicted when a new one arrives (``evictions`` counts them; under ``"pretrained"`` the
+evicted calibration objects go to the model, which has never seen them).
+
+``fallback="pooled"`` (``"pretrained"`` only) answers for a category with fewer than
+``min_category`` calibration pairs from the pooled calibration set, the union of every
+category's. **That answer has only the pooled guarantee** (calibrated on average over
+categories), not the per-category one, until the category has its own ``min_category``
+pairs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+
+import numpy as np
+
+from streamcal.core import ScoreStore
+from streamcal.learner.pretrained import PretrainedVennAbers
+from streamcal.learner.scoring import score_many, score_one
+from streamcal.learner.sva import SimplifiedVennAbers
+from streamcal.learner.va import VennAbers
+
+__all__ = ["MondrianVennAbers", "category_of"]
+
+
+def category_of(by, x):
+    """The category of ``x``: ``by(x)`` if ``by`` is callable, else the feature ``x[by]``
+    (``None`` when ``x`` lacks it).
+
+    >>> category_of("country", {"country": "fr", "amount": 3.0})
+    'fr'
+    >>> category_of(lambda x: x["amount"] > 10, {"amount": 3.0})
+    False
+    >>> category_of("country", {"amount": 3.0}) is None
+    True
+    """
+    c = by(x) if callable(by) else x.get(by)
+    try:
+        hash(c)
+    except TypeError:
+        raise TypeError(f"the category of an object must be hashable, got {c!r}") from None
+    return c
+
+
+class _Category(PretrainedVennAbers):
+    """The pre-trained mode's state for one category: it decides its own cut as the plain
+    mode does, but hands the objects beyond the cut to the shared model (``owner``)
+    instead of learning them itself."""
+
+    def __init__(self, owner: MondrianVennAbers):
+        super().__init__(owner.model, owner.window, owner.refresh_every)
+        self.owner = owner
+        self.positions: deque = deque()  # stream position of each calibration object
+
+    def _refresh(self, k: int) -> None:
+        for _ in range(k):
+            item = self.calibration.popleft()
+            self.store.remove(item[2], item[1])
+            self.owner._leave(self.positions.popleft(), item)
+        self.n_learned += k
+
+    def rescore(self) -> None:
+        """Score the calibration set with the (new) model and rebuild the store."""
+        self.version += 1  # invalidates the score cache
+        cal = self.calibration
+        scores = score_many(self.model, [c[0] for c in cal])
+        self.calibration = deque((c[0], c[1], s) for c, s in zip(cal, scores, strict=True))
+        self.store = ScoreStore.from_arrays(scores, [c[1] for c in self.calibration])
+
+
+class MondrianVennAbers:
+    """Per-category state of any mode, sharing one model (see the module docstring).
+
+    >>> from river import linear_model
+    >>> va = MondrianVennAbers(linear_model.LogisticRegression(), "pretrained", window=2,
+    ...                        refresh_every=2, by="g", max_categories=2)
+    >>> for i in range(12):
+    ...     va.learn({"a": float(i), "g": i % 3}, i % 2)
+    >>> list(va.categories), va.evictions
+    ([1, 2], 10)
+    >>> va.predict({"a": 1.0, "g": 7})[1:]  # a category with no pairs yet
+    (0.0, 1.0)
+    """
+
+    def __init__(
+        self,
+        model,
+        mode: str,
+        window: int | None,
+        refresh_every: int | None,
+        by,
+        min_category: int = 0,
+        fallback: str | None = None,
+        max_categories: int = 1000,
+    ):
+        self.model, self.mode, self.by = model, mode, by
+        self.window, self.refresh_every = window, refresh_every
+        self.min_category, self.max_categories = min_category, max_categories
+        self.categories: OrderedDict = OrderedDict()  # category -> mode state, LRU first
+        self.evictions = 0
+        self.n_seen = 0
+        self.n_learned = 0  # objects the model has learned ("pretrained")
+        self.waiting: list = []  # (position, features, label): left calibration, not learned
+        self.pooled = ScoreStore() if fallback == "pooled" else None
+        self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
+
+    @property
+    def calibration_size(self) -> int:
+        return sum(st.calibration_size for st in self.categories.values())
+
+    def _new_state(self):
+        if self.mode == "pretrained":
+            return _Category(self)
+        if self.mode == "sva":
+            return SimplifiedVennAbers(self.model, self.window, self.refresh_every)
+        return VennAbers(self.model, self.window)
+
+    def predict(self, x) -> tuple[float, float, float]:
+        st = self.categories.get(category_of(self.by, x))
+        if st is None:
+            s = score_one(self.model, x)
+            if self.pooled is None:
+                return s, 0.0, 1.0  # what an empty calibration set gives
+            p0, p1 = self.pooled.query(s)
+            return s, p0, p1
+        if self.pooled is not None and st.calibration_size < self.min_category:
+            s = st._score(x)[1]
+            p0, p1 = self.pooled.query(s)
+            return s, p0, p1
+        if self.mode == "va" and st._seen != self._n_model_learns:
+            st._cache, st._seen = None, self._n_model_learns  # another category taught it
+        return st.predict(x)
+
+    def learn(self, x, y: int) -> None:
+        c = category_of(self.by, x)
+        st = self.categories.get(c)
+        if st is None:
+            if len(self.categories) >= self.max_categories:
+                self._evict()
+            st = self.categories[c] = self._new_state()
+            st._seen = self._n_model_learns
+        else:
+            self.categories.move_to_end(c)
+        self.n_seen += 1
+        if self.mode != "pretrained":
+            st.learn(x, y)
+            self._n_model_learns += 1
+            return
+        st.positions.append(self.n_seen)
+        st.learn(x, y)
+        if self.pooled is not None:
+            self.pooled.add(st.calibration[-1][2], y)
+        due = self.refresh_every * len(self.categories)
+        if self.waiting and len(self.waiting) >= min(due, max(1, self.n_learned)):
+            self._learn_waiting()
+
+    def _leave(self, position: int, item) -> None:
+        """A calibration object leaves its category ("pretrained"): the model will learn it."""
+        if self.pooled is not None:
+            self.pooled.remove(item[2], item[1])
+        self.waiting.append((position, item[0], item[1]))
+
+    def _learn_waiting(self) -> None:
+        for st in self.categories.values():  # the plain mode's cut at a refresh
+            k = len(st.calibration) - min(self.window, (st.n_seen + 1) // 2)
+            for _ in range(max(0, k)):  # no store updates: all are rebuilt below
+                item = st.calibration.popleft()
+                self.waiting.append((st.positions.popleft(), item[0], item[1]))
+            st.n_learned += max(0, k)
+        self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
+        for _, xo, yo in self.waiting:
+            self.model.learn_one(xo, bool(yo))
+        self.n_learned += len(self.waiting)
+        self.waiting = []
+        scores, labels = [], []
+        for st in self.categories.values():
+            st.rescore()
+            if self.pooled is not None:
+                arrays = st.store.to_arrays()
+                scores.append(arrays[0])
+                labels.append(arrays[1])
+        if self.pooled is not None:
+            self.pooled = ScoreStore.from_arrays(np.concatenate(scores), np.concatenate(labels))
+
+    def _evict(self) -> None:
+        _, st = self.categories.popitem(last=False)
+        self.evictions += 1
+        if self.mode == "pretrained":  # never learned by the model: it may learn them now
+            for position, item in zip(st.positions, st.calibration, strict=True):
+                self._leave(position, item)
