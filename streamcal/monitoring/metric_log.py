@@ -187,12 +187,12 @@ def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
     >>> whole, by_category
     ([{'labels': 1}, {'labels': 2}], {'a': {'labels': 2, 'category': 'a'}})
     """
-    keys = [label.key for label in schema.LABELS]
     whole, by_category = [], {}
     for line in log:
-        if all(line.get(k) is None for k in keys):
+        # A unit's line (labels unit, instance) is the whole stream of that unit.
+        if line.get(schema.CATEGORY) is None:
             whole.append(line)
-        elif line.get(schema.CATEGORY) is not None:
+        else:
             by_category[line[schema.CATEGORY]] = line
     return whole, by_category
 
