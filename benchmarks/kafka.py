@@ -216,6 +216,17 @@ KAFKA_VARIANTS = (  # name, consume, produce, producer in a child process
 )
 
 
+class _NullOutbox:
+    """Outputs dropped: the processor without a Kafka producer."""
+
+    failed = False
+
+    def send(self, topic, key, value):
+        pass
+
+    ship = flush = close = lambda self, *a, **k: None
+
+
 def kafka_split(bootstrap, topics, n, rounds: int = 2) -> dict:
     """CPU µs per event of the processor in process, with and without each Kafka client.
 
@@ -244,7 +255,7 @@ def kafka_split(bootstrap, topics, n, rounds: int = 2) -> dict:
                 memory = MemoryConsumer(topics, n)
                 proc._make_consumer = lambda memory=memory: memory
             if not produce:
-                proc._send = lambda topic, key, value: None
+                proc._make_outbox = _NullOutbox
             proc.state.clf.predict_interval_one({"x0": 0.0})  # load the numba kernels first
             stop = threading.Event()
             # The topics may hold more than n events: stop after n (checked every 1000 records).
@@ -298,9 +309,8 @@ def logic_split(n: int) -> list[tuple[str, float]]:
         events_topic="events", labels_topic="labels", mode="sva", metrics_file="none"
     )
     proc = Processor(config)
-    proc._send = lambda topic, key, value: None
-    proc._on_metrics = proc._metrics_out = proc._exporter = None
-    proc._rate_mark = (time.monotonic(), 0)
+    unit = proc.state
+    unit.send = lambda topic, key, value: None
 
     def timed(fn) -> float:
         # Under the GC settings Processor.run uses (frozen heap, rare gen-0 passes): with
@@ -324,8 +334,8 @@ def logic_split(n: int) -> list[tuple[str, float]]:
 
     def all_records(lo, hi):
         for ev, lab in zip(events[lo:hi], labels[lo:hi], strict=True):
-            proc._on_event(ev)
-            proc._on_label(lab)
+            unit.on_event(ev)
+            unit.on_label(lab)
 
     all_records(0, warm)
     total = timed(lambda: all_records(warm, warm + n))

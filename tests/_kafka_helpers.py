@@ -115,6 +115,7 @@ def base_settings(bootstrap: str, topics: dict, **extra) -> dict:
         mode="sva",
         model="logreg",
         merge_wait=10.0,
+        session_timeout_ms=2000,  # tansu joins a group in about half of it
     )
     settings.update(extra)
     return settings

@@ -29,7 +29,7 @@ from tests._kafka_helpers import (
 pytestmark = pytest.mark.kafka
 
 # Keys of a metric line that depend on wall-clock time, not on the input.
-_TIMING = ("ts", "events_per_s", "merge_stalls")
+_TIMING = ("ts", "events_per_s", "merge_stalls", "instance")
 
 
 def _env() -> dict:
@@ -144,13 +144,14 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topi
     checkpoints = list(state.glob("checkpoint-*.ckpt"))
     assert len(checkpoints) == 1  # the interval is an hour: this is the final checkpoint
     saved = CheckpointStore(state, CHECKPOINT_KEY.encode()).load()
+    counts = saved["counts"]
     last = _lines(metrics)[-1]
-    assert 0 < saved.counts["events"] == last["events"] < n
+    assert 0 < counts["events"] == last["events"] < n
     # The offsets stored are exactly the records that were processed.
-    assert sum(saved.offsets.values()) == saved.counts["events"] + saved.counts["labels"]
+    assert sum(o for _, _, o in saved["offsets"]) == counts["events"] + counts["labels"]
     # Every prediction was flushed before the checkpoint.
     preds = read_topic(kafka_broker, unique_topics["predictions"])
-    assert len(preds) == saved.counts["predictions"] == last["predictions"]
+    assert len(preds) == counts["predictions"] == last["predictions"]
 
     # Restart: resumes at the stored offsets; no prediction is produced twice.
     done = subprocess.run(

@@ -179,7 +179,7 @@ def test_compose_commands_parse_with_the_cli():
     from streamcal.cli import build_parser
 
     commands = _commands(_compose_text())
-    assert set(commands) == {"processor", "producer"}
+    assert set(commands) == {"topics", "processor", "calibrator", "producer"}
     parser = build_parser()
     run = parser.parse_args(commands["processor"][1:])
     assert run.command == "run" and run.bootstrap_servers == "kafka:9092"
@@ -195,6 +195,16 @@ def test_compose_commands_parse_with_the_cli():
     env = {"STREAMCAL_CHECKPOINT_KEY": "x" * 32}
     cfg = ProcessorConfig.from_sources(vars(run), env=env)
     assert cfg.state_dir == "/state" and cfg.metrics_port == 9464
+    # The scaled-out replicas: --scope partition over the same input, in their own group.
+    scaled = parser.parse_args(commands["calibrator"][1:])
+    cfg = ProcessorConfig.from_sources(vars(scaled), env=env)
+    assert cfg.scope == "partition" and cfg.group_id != run.group_id
+    assert (cfg.events_topic, cfg.labels_topic) == (run.events_topic, run.labels_topic)
+    assert cfg.predictions_topic != run.predictions_topic
+    # The topics service makes the inputs co-partitioned and the state topic compacted.
+    script = commands["topics"][-1]
+    assert "streamcal.events streamcal.labels" in script and "--partitions 6" in script
+    assert f"--topic {cfg.state_topic} " in script and "cleanup.policy=compact" in script
 
 
 def test_compose_file_structure():
@@ -203,15 +213,18 @@ def test_compose_file_structure():
     yaml = pytest.importorskip("yaml")
     doc = yaml.safe_load(text)
     services = doc["services"]
-    assert set(services) == {"kafka", "processor", "producer"}
+    assert set(services) == {"kafka", "topics", "processor", "calibrator", "producer"}
+    assert services["calibrator"]["profiles"] == ["scale"]
+    assert services["calibrator"]["deploy"]["replicas"] == 3
     assert services["kafka"]["image"].startswith("apache/kafka:")
     env = services["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node
     assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
-    for name in ("processor", "producer"):
+    assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
+    for name in ("processor", "calibrator", "producer"):
         svc = services[name]
         assert svc["build"] == "." and svc["image"] == "streamcal:local"
-        assert svc["depends_on"]["kafka"]["condition"] == "service_healthy"
+        assert svc["depends_on"]["topics"]["condition"] == "service_completed_successfully"
         assert svc["command"] == _commands(text)[name]  # the regex reader agrees with YAML
     assert set(doc["volumes"]) >= {"streamcal-state"}
     assert os.path.isfile(os.path.join(ROOT, "Dockerfile"))

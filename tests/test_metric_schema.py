@@ -3,6 +3,7 @@ shows up in the processor's metric line, the Prometheus scrape and the report.""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -16,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamcal.monitoring import PrometheusExporter, schema
 from streamcal.monitoring.metric_log import check_metric_line
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.processor import Processor, ProcessorState
+from streamcal.stream.processor import Processor
+from streamcal.stream.unit import CalibrationUnit
 from tests._kafka_helpers import base_settings, produce_stream, synthetic_stream
 
 
@@ -30,7 +32,7 @@ def test_keys_are_unique_and_every_processor_count_is_declared():
     names = [f.prometheus_name for f in schema.FIELDS]
     assert len(names) == len(set(names))
     # A count the processor keeps but the schema does not declare would never be seen.
-    state = ProcessorState(ProcessorConfig.build())
+    state = CalibrationUnit(ProcessorConfig.build())
     assert set(state.counts) <= set(keys)
     assert all(schema.field(k).kind == schema.COUNTER for k in state.counts)
 
@@ -60,10 +62,13 @@ def test_a_field_added_to_the_schema_reaches_line_scrape_and_report(
     monkeypatch.setattr(schema, "FIELDS", (*schema.FIELDS, added))
 
     # ... plus its computation: a count of the processor, picked up by name.
+    class CountingUnit(CalibrationUnit):
+        def on_label(self, rec):
+            self.counts["label_records"] = self.counts.get("label_records", 0) + 1
+            super().on_label(rec)
+
     class CountingProcessor(Processor):
-        def _on_label(self, rec):
-            self.state.counts["label_records"] = self.state.counts.get("label_records", 0) + 1
-            super()._on_label(rec)
+        unit_class = CountingUnit
 
     n = 120
     events, labels = synthetic_stream(n, seed=5, label_delay_ms=1, missing=frozenset({3, 7}))
@@ -87,7 +92,7 @@ def test_a_field_added_to_the_schema_reaches_line_scrape_and_report(
     final = proc.run(max_idle_s=1.0, on_metrics=on_metrics)
 
     # The metric line: in schema order, with the new field last.
-    assert list(final) == [f.key for f in schema.FIELDS]
+    assert [k for k in final if k not in ("unit", "instance")] == [f.key for f in schema.FIELDS]
     assert final["label_records"] == len(labels) == n - 2
     lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]
     assert [ln["label_records"] for ln in lines] == sorted(ln["label_records"] for ln in lines)
@@ -122,7 +127,7 @@ def test_labelled_lines_are_kept_one_per_label_set(monkeypatch):
     fields = tuple(
         schema.MetricField(f.key, f.kind, f.help, f.source, f.title, f.required,
                            f.prometheus, ("unit",))
-        if f.key == "calibration_size" else f
+        if f.key == "calibration_size" else dataclasses.replace(f, labels=())
         for f in schema.FIELDS
     )  # fmt: skip
     monkeypatch.setattr(schema, "FIELDS", fields)

@@ -323,9 +323,10 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     done = _run(settings, env_blocked)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     before = _files(state)
-    restored = CheckpointStore(str(state), CHECKPOINT_KEY.encode()).load()
+    restored = CheckpointStore(str(state), CHECKPOINT_KEY.encode()).load()  # plain data
     n_old = sum(1 for r in old if r[0] == topics["events"])
-    assert restored.counts["events"] == n_old
+    assert restored["counts"]["events"] == n_old
+    restored_offsets = {(t, p): o for t, p, o in restored["offsets"]}
 
     produce_confluent(kafka_broker, new, "lz4")
     done = _run(settings, env_blocked)
@@ -336,7 +337,7 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     topic, partition, offset = m[1], int(m[2]), int(m[3])
     assert topic in (topics["events"], topics["labels"])
     # The offset named is where a rerun resumes: the checkpoint's, the first lz4 record.
-    assert restored.offsets[(topic, partition)] == offset
+    assert restored_offsets[(topic, partition)] == offset
     assert "pip install lz4" in err and "--skip-unreadable" in err
     assert _files(state) == before  # the checkpoint is intact
 

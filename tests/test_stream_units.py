@@ -250,9 +250,7 @@ def offline_processor(**settings):
     proc = Processor(config)
     proc.state.clf = VennAbersClassifier(PickyModel(), mode="sva")
     sent = []
-    proc._send = lambda topic, key, value: sent.append((topic, key, orjson.loads(value)))
-    proc._on_metrics = proc._metrics_out = None
-    proc._rate_mark = (0.0, 0)
+    proc.state.send = lambda topic, key, value: sent.append((topic, key, orjson.loads(value)))
     return proc, sent
 
 
@@ -261,10 +259,10 @@ def feed(proc, items):
     for t, (kind, i, v) in enumerate(items):
         if kind == "e":
             value = orjson.dumps({"id": f"e{i}", "features": {"x1": v, "x2": 1.0}})
-            proc._on_event(_Rec("ev", 0, t, 1000 * t, f"e{i}".encode(), value))
+            proc.state.on_event(_Rec("ev", 0, t, 1000 * t, f"e{i}".encode(), value))
         else:
             value = orjson.dumps({"id": f"e{i}", "label": v})
-            proc._on_label(_Rec("lab", 0, t, 1000 * t, f"e{i}".encode(), value))
+            proc.state.on_label(_Rec("lab", 0, t, 1000 * t, f"e{i}".encode(), value))
 
 
 @pytest.mark.parametrize("early", [False, True])
@@ -314,10 +312,10 @@ def test_refresh_every_reaches_the_learner():
         {"window": 50}, env={"STREAMCAL_REFRESH_EVERY": "7", "STREAMCAL_MODE": "sva"}
     )
     assert cfg.refresh_every == 7
-    from streamcal.stream.processor import ProcessorState
+    from streamcal.stream.unit import CalibrationUnit
 
-    assert ProcessorState(cfg).clf.refresh_every == 7
-    assert ProcessorState(ProcessorConfig.build()).clf.refresh_every is None
+    assert CalibrationUnit(cfg).clf.refresh_every == 7
+    assert CalibrationUnit(ProcessorConfig.build()).clf.refresh_every is None
     for values, words in (
         ({"refresh_every": 0}, "refresh_every must be >= 1"),
         ({"mode": "va", "refresh_every": 5}, "refresh_every must not be set with mode va"),
@@ -406,3 +404,17 @@ def test_ordered_merge_is_the_sorted_order_however_records_arrive(records, rng, 
     )  # fmt: skip
     assert [(r.timestamp, rank, r.partition, r.offset) for rank, r in out] == list(want)
     assert merge.stalls == 0 and merge.caught_up()
+
+
+def test_metric_line_works_before_run():
+    from streamcal.stream.processor import Processor
+
+    proc = Processor(ProcessorConfig.build(metrics_file="none", instance_id="i-1"))
+    line = proc.metric_line()
+    assert (line["events"], line["labels"], line["pending"], line["events_per_s"]) == (0, 0, 0, 0)
+    assert (line["unit"], line["instance"]) == ("global", "i-1")
+    assert proc.metrics_port is None
+    part = Processor(
+        ProcessorConfig.build(metrics_file="none", scope="partition", state_topic="none")
+    )
+    assert part.metric_line()["events"] == 0 and part.units == {}

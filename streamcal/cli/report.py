@@ -29,7 +29,13 @@ def register(sub) -> None:
             "(pip install 'streamcal-va[report]')."
         ),
     )
-    p.add_argument("input", metavar="INPUT", help="metric log or predictions file (JSON lines)")
+    p.add_argument(
+        "input",
+        metavar="INPUT",
+        nargs="+",
+        help="metric log or predictions file (JSON lines); or several metric logs (the "
+        "instances of a --scope partition job): totals and per-unit figures",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     p.add_argument(
         "--format",
@@ -66,7 +72,7 @@ def _main(args) -> int:
 
     try:
         page = write_report(
-            args.input,
+            args.input if len(args.input) > 1 else args.input[0],
             args.out,
             window=args.window,
             bins=args.bins,

@@ -120,6 +120,7 @@ def _main(args) -> int:
 
     from kafka.errors import KafkaError
 
+    from streamcal.stream.group import GroupError
     from streamcal.stream.ordering import UnreadableBatch
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
@@ -127,6 +128,9 @@ def _main(args) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
+    except (GroupError, CheckpointError) as exc:  # refused: another instance, the topics
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 2
     except UnreadableBatch as exc:  # its message says where, why and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 3

@@ -104,6 +104,25 @@ class FeatureMatrix:
         """The held rows (a view, in no particular order)."""
         return self._data[: self._size]
 
+    def to_state(self) -> dict:
+        """Plain data: the ring itself (column order and row slots matter to the floats)."""
+        return {
+            "capacity": self.capacity,
+            "columns": list(self.columns),
+            "data": self._data.copy(),
+            "next": self._next,
+            "size": self._size,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> FeatureMatrix:
+        self = cls(state["capacity"])
+        self.columns = list(state["columns"])
+        self._index = {k: j for j, k in enumerate(self.columns)}
+        self._data = np.array(state["data"], dtype=np.float64)
+        self._next, self._size = state["next"], state["size"]
+        return self
+
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):

@@ -89,6 +89,29 @@ class PretrainedVennAbers:
         if surplus > 0 and surplus >= min(self.refresh_every, max(1, self.n_learned)):
             self._refresh(surplus)
 
+    def to_state(self) -> dict:
+        """Plain data (the model is the classifier's to keep); see ``from_state``."""
+        scores, labels = self.store.to_arrays()
+        return {
+            "window": self.window,
+            "refresh_every": self.refresh_every,
+            "store": (scores, labels),
+            "calibration": [list(c) for c in self.calibration],
+            "n_seen": self.n_seen,
+            "n_learned": self.n_learned,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_state(cls, model, state: dict) -> PretrainedVennAbers:
+        """The mode object ``to_state`` described, scoring with ``model``."""
+        self = cls(model, state["window"], state["refresh_every"])
+        self.store = ScoreStore.from_arrays(*state["store"])
+        self.calibration = deque(tuple(c) for c in state["calibration"])
+        self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
+        self.version = state["version"]
+        return self
+
     def _refresh(self, k: int) -> None:
         for _ in range(k):
             xo, yo, _ = self.calibration.popleft()

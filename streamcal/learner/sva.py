@@ -55,6 +55,26 @@ class SimplifiedVennAbers:
     def calibration_size(self) -> int:
         return len(self.store)
 
+    def to_state(self) -> dict:
+        """Plain data (the model is the classifier's to keep); see ``from_state``."""
+        scores, labels = self.store.to_arrays()
+        return {
+            "window": self.window,
+            "refresh_every": self.refresh_every,
+            "store": (scores, labels),
+            "pairs": [list(p) for p in self.pairs],
+            "n_seen": self.n_seen,
+        }
+
+    @classmethod
+    def from_state(cls, model, state: dict) -> SimplifiedVennAbers:
+        """The mode object ``to_state`` described, scoring with ``model``."""
+        self = cls(model, state["window"], state["refresh_every"])
+        self.store = ScoreStore.from_arrays(*state["store"])
+        self.pairs = deque(tuple(p) for p in state["pairs"])
+        self.n_seen = state["n_seen"]
+        return self
+
     def predict(self, x) -> tuple[float, float, float]:
         s = score_one(self.model, x)
         p0, p1 = self.store.query(s)

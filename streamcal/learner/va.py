@@ -82,6 +82,28 @@ class VennAbers:
         self._cache = (x, self.version, (s, p[0], p[1]))
         return s, p[0], p[1]
 
+    def to_state(self) -> dict:
+        """Plain data (the model is the classifier's to keep); see ``from_state``."""
+        m = self.matrix
+        return {
+            "window": self.window,
+            "objects": [list(o) for o in self.objects],
+            "matrix": None if m is None else m.to_state(),
+            "labels": self.labels.copy(),
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_state(cls, model, state: dict) -> VennAbers:
+        """The mode object ``to_state`` described, scoring with ``model``."""
+        self = cls(model, state["window"])
+        self.objects = deque(tuple(o) for o in state["objects"])
+        if state["matrix"] is not None:
+            self.matrix = FeatureMatrix.from_state(state["matrix"])
+        self.labels = np.array(state["labels"], dtype=np.int64)
+        self.version = state["version"]
+        return self
+
     def learn(self, x, y: int) -> None:
         x = canonical(x)  # a copy, in the order the model always sees
         self.model.learn_one(x, bool(y))

@@ -10,6 +10,10 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
 * ``categories.png`` (metric logs with per-category lines, see
   ``CalibrationTracker.category_snapshots``): the same band per category, one row each.
 
+Several metric logs (the instances of a ``--scope partition`` job), or one log with lines
+of several units: the tables and figures are of the units pooled
+(``streamcal.monitoring.pooled``), and a table gives each unit's own figures.
+
 matplotlib is imported lazily (the ``report`` extra) and drawn through the Agg canvas
 directly: no pyplot, so the caller's backend and global state are left alone.
 """
@@ -30,6 +34,7 @@ from streamcal.monitoring.metric_log import (
     read_metric_log,
     split_labelled,
 )
+from streamcal.monitoring.pooled import latest_by_unit, pool, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
 
 __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
@@ -358,7 +363,43 @@ def _category_table(rows: list[dict]) -> str:
     return f"<table><tr><th>category</th>{head}<th>Corollary 1</th></tr>{body}</table>"
 
 
-def _html(log, last, source, kind, title, out: Path, categories=()) -> str:
+# The per-unit table: one row per unit, from its newest line.
+_UNIT_COLUMNS = ("events", "labels", "dead_letters", "log_loss", "ece", "mean_p0", "frequency",
+                 "mean_p1")  # fmt: skip
+
+
+def _unit_key(unit: str):
+    return (0, int(unit), "") if unit.isdigit() else (1, 0, unit)
+
+
+def _units_html(units: dict, total: dict) -> str:
+    if len(units) < 2:
+        return ""
+    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in _UNIT_COLUMNS)
+    rows = ""
+    for unit in sorted(units, key=_unit_key):
+        line = units[unit]
+        rows += (
+            f'<tr data-unit="{html.escape(unit)}"><td>{html.escape(unit)}</td>'
+            f"<td>{html.escape(str(line.get('instance') or ''))}</td>"
+            + "".join(_cell(line, k) for k in _UNIT_COLUMNS)
+            + f"<td>{html.escape(corollary1_verdict(line))}</td></tr>"
+        )
+    rows += (
+        '<tr data-unit="total"><th>total</th><th></th>'
+        + "".join(_cell(total, k) for k in _UNIT_COLUMNS)
+        + f"<td>{html.escape(corollary1_verdict(total))}</td></tr>"
+    )
+    return (
+        '<h2>Units</h2>\n<p class="note">Each unit of calibration (a partition, with '
+        "<code>--scope partition</code>) is a Venn predictor on its own; its newest line, "
+        "from whichever instance held it last. The total pools them (the tables above).</p>"
+        f"<table><tr><th>unit</th><th>instance</th>{head}<th>Corollary 1</th></tr>"
+        f"{rows}</table>\n"
+    )
+
+
+def _html(log, last, source, kind, title, out: Path, units=None, categories=()) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -403,7 +444,7 @@ def _html(log, last, source, kind, title, out: Path, categories=()) -> str:
 <table><tr><th></th>{loss_head}</tr>{loss_rows}</table>
 <table>{band}</table>
 {"<h2>Per category</h2>" + _category_table(categories) if categories else ""}
-<h2>Figures</h2>
+{_units_html(units or {}, last)}<h2>Figures</h2>
 {figures}
 </body></html>
 """
@@ -424,20 +465,48 @@ def write_report(
 
     ``input_path`` is a metric log or a predictions file joined with labels (see
     ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
-    ``"predictions"``). ``window``, ``bins`` and ``top_k`` (categories charted one by
-    one) apply to predictions files (a metric log carries its own). Raises ``ValueError``
-    naming the bad line, and ``MissingDependencyError`` without matplotlib.
+    ``"predictions"``), or a list of metric logs (e.g. one per instance of a ``--scope
+    partition`` job): the report is then of all their units pooled, with a table per
+    unit, as for one log with lines of several units. ``window``, ``bins`` and ``top_k``
+    (categories charted one by one) apply to predictions files (a metric log carries its
+    own). Raises ``ValueError`` naming the bad line, and ``MissingDependencyError``
+    without matplotlib.
     """
+    paths = list(input_path) if isinstance(input_path, list | tuple) else [input_path]
+    if len(paths) > 1:  # an instance killed before its first line leaves an empty log
+        paths = [p for p in paths if os.path.getsize(p) > 0] or paths[:1]
+    if not paths:
+        raise ValueError("no input given")
     if input_format == "auto":
-        input_format = detect_format(input_path)
+        formats = {detect_format(p) for p in paths}
+        input_format = formats.pop() if len(formats) == 1 else "mixed"
+    units = None
+    if len(paths) > 1 and input_format != "metrics":
+        raise ValueError("several inputs must all be metric logs (not predictions files)")
     if input_format == "metrics":
-        log = read_metric_log(input_path, progress=progress)
-        kind = f"a metric log of {len(log)} lines; the tables show its last line"
+        lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
+        if not lines:
+            raise ValueError(f"{os.fspath(paths[0])}: no metric lines")
+        lines, by_category = split_labelled(lines)
+        if not lines:
+            raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
+        units = latest_by_unit(lines)
+        if len(units) > 1:
+            log = pooled_log(lines)
+            log[-1] = pool(units.values())
+            kind = (
+                f"{len(paths)} metric log(s), {len(lines)} lines of {len(units)} units; the "
+                "tables show the units' newest lines pooled"
+            )
+        else:
+            log = lines
+            kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
         log = metric_log_from_predictions(
             input_path, window=window, bins=bins, progress=progress, top_k=top_k
         )
-        n = split_labelled(log)[0][-1]["labels"]
+        log, by_category = split_labelled(log)
+        n = log[-1]["labels"]
         kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
     else:
         raise ValueError(
@@ -446,9 +515,6 @@ def write_report(
     _figure()  # fail on a missing matplotlib before creating anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    log, by_category = split_labelled(log)
-    if not log:
-        raise ValueError(f"{os.fspath(input_path)}: no metric-log line for the whole stream")
     categories = list(by_category.values())
     last = log[-1]
     reliability_figure(last, out / "reliability.png")
@@ -457,13 +523,15 @@ def write_report(
     band_figure(log, out / "band.png")
     if categories:
         category_band_figure(categories, out / CATEGORY_FIGURE)
-    source = os.fspath(input_path)
+    source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out, categories),
+        _html(log, last, source, kind, title or "streamcal calibration report", out, units,
+              categories),
         encoding="utf-8",
-    )
-    (out / "summary.json").write_text(
-        json.dumps(summary(last, categories), indent=1) + "\n", encoding="utf-8"
-    )
+    )  # fmt: skip
+    doc = summary(last, categories)
+    if units is not None and len(units) > 1:
+        doc["units"] = {u: summary(units[u]) for u in sorted(units, key=_unit_key)}
+    (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return page

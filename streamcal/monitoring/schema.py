@@ -11,15 +11,17 @@ reads or writes one loops over ``FIELDS``:
 * ``write_report`` shows every field that has a ``title``.
 
 Adding a metric is therefore one entry in ``FIELDS`` plus its computation: a statistic
-in ``CalibrationTracker.snapshot()``, or a processor count in ``ProcessorState.counts``
+in ``CalibrationTracker.snapshot()``, or a processor count in ``CalibrationUnit.counts``
 (picked up by name).
 
 Labels: a field may be broken down by labels (``MetricField.labels``, names declared in
 ``LABELS``). A line carries its label values as top-level string keys, e.g. ``"unit":
 "3"``; a line without them is the whole processor's. The exporter keeps the latest line
-of each label set. ``category`` breaks the tracker's per-category statistics down
-(``CATEGORY_KEYS``; see ``streamcal.monitoring.categories``); per-unit metrics (``unit``,
-``instance``) add theirs here.
+of each label set. The processor's lines carry ``unit`` (a partition number, or
+``global``) and ``instance``; ``category`` breaks the tracker's per-category statistics
+down further (``CATEGORY_KEYS``; see ``streamcal.monitoring.categories``).
+``MetricField.pool`` says how the lines of several units add up to the whole stream's
+(``streamcal.monitoring.pooled``, used by ``streamcal report`` on several metric logs).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER]
 ['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
@@ -56,6 +58,14 @@ COUNTER, GAUGE, INFO, BINS = "counter", "gauge", "info", "bins"
 KINDS = (COUNTER, GAUGE, INFO, BINS)
 # Who computes a field.
 TRACKER, PROCESSOR = "tracker", "processor"
+# How the lines of several units pool into the whole stream's (``MetricField.pool``):
+# summed, the largest, a mean weighted by another field, info values joined, reliability
+# bins added, the ECE of the added bins of another field.
+POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "join", "bins",
+         "ece:reliability", "ece:raw_reliability")  # fmt: skip
+# The labels of a processor's metric line: which unit of calibration (a partition number,
+# or "global") and which instance (--instance-id, default host:pid) it comes from.
+UNIT_LABELS = ("unit", "instance")
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,10 @@ class MetricField:
     (``TRACKER`` or ``PROCESSOR``); ``title`` its row name in the report (None: not
     shown); ``required``: a metric-log line without it is refused; ``prometheus`` its
     Prometheus name without the prefix (default: ``key``; counters get ``_total``);
-    ``labels`` the names of the labels it may be broken down by.
+    ``labels`` the names of the labels it may be broken down by; ``pool`` how the
+    lines of several units add up to the whole stream's (``POOLS``; default: counters
+    summed, tracker gauges averaged weighted by labels, other gauges summed, info
+    joined, bins added).
     """
 
     key: str
@@ -85,13 +98,25 @@ class MetricField:
     title: str | None = None
     required: bool = False
     prometheus: str | None = None
-    labels: tuple[str, ...] = ()
+    labels: tuple[str, ...] = UNIT_LABELS
+    pool: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"{self.key}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.source not in (TRACKER, PROCESSOR):
             raise ValueError(f"{self.key}: source must be tracker or processor")
+        if self.pool is not None and self.pool not in POOLS:
+            raise ValueError(f"{self.key}: pool must be one of {POOLS}, got {self.pool!r}")
+
+    @property
+    def pooling(self) -> str:
+        """How lines of several units pool into one (``pool``, or the kind's default)."""
+        if self.pool is not None:
+            return self.pool
+        if self.kind == GAUGE:
+            return "mean:labels" if self.source == TRACKER else "sum"
+        return {COUNTER: "sum", INFO: "join", BINS: "bins"}[self.kind]
 
     @property
     def prometheus_name(self) -> str:
@@ -102,12 +127,12 @@ class MetricField:
         return self.kind in (COUNTER, GAUGE)
 
 
-def _t(key, kind, title, help, labels=()) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=True, labels=labels)
+def _t(key, kind, title, help, **kw) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=True, **kw)
 
 
-def _t_optional(key, kind, title, help) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=False)
+def _t_optional(key, kind, title, help, **kw) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=False, **kw)
 
 
 def _p(key, kind, title, help, **kw) -> MetricField:
@@ -115,12 +140,12 @@ def _p(key, kind, title, help, **kw) -> MetricField:
 
 
 CATEGORY = "category"  # the Mondrian label
-_C = (CATEGORY,)
+_C = (*UNIT_LABELS, CATEGORY)
 
 # In the order of the metric line. Each field: key, kind, report title, then its help.
 FIELDS: tuple[MetricField, ...] = (
     _p("ts", GAUGE, None, prometheus="last_update_timestamp_seconds",
-       help="Unix time of the metric-log line."),
+       help="Unix time of the metric-log line.", pool="max"),
     # --- CalibrationTracker ---
     _t("labels", COUNTER, "labelled events",
        "Labels joined to their predictions (tracker updates).", labels=_C),
@@ -136,21 +161,21 @@ FIELDS: tuple[MetricField, ...] = (
     _t("recent_square_loss", GAUGE, "square loss, recent",
        "Square loss of p over the last window."),
     _t("raw_log_loss", GAUGE, "raw log loss",
-       "Cumulative log loss of the raw model score."),
+       "Cumulative log loss of the raw model score.", pool="mean:raw_labels"),
     _t("recent_raw_log_loss", GAUGE, "raw log loss, recent",
-       "Log loss of the raw score, last window."),
+       "Log loss of the raw score, last window.", pool="mean:raw_labels"),
     _t("raw_square_loss", GAUGE, "raw square loss",
-       "Cumulative square loss of the raw model score."),
+       "Cumulative square loss of the raw model score.", pool="mean:raw_labels"),
     _t("recent_raw_square_loss", GAUGE, "raw square loss, recent",
-       "Square loss of the raw score, last window."),
+       "Square loss of the raw score, last window.", pool="mean:raw_labels"),
     _t("mean_width", GAUGE, "mean p1 - p0",
        "Mean Venn-Abers interval width p1 - p0.", labels=_C),
     _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
        "Mean p1 - p0 over the last window."),
     _t("ece", GAUGE, "ECE (binned)",
-       "Binned expected calibration error of p.", labels=_C),
+       "Binned expected calibration error of p.", pool="ece:reliability", labels=_C),
     _t("raw_ece", GAUGE, "raw ECE (binned)",
-       "Binned expected calibration error of the raw score."),
+       "Binned expected calibration error of the raw score.", pool="ece:raw_reliability"),
     _t("mean_p0", GAUGE, "mean p0",
        "Mean p0 (lower end of the Corollary 1 band).", labels=_C),
     _t("frequency", GAUGE, "frequency of 1",
@@ -179,16 +204,21 @@ FIELDS: tuple[MetricField, ...] = (
     _p("calibration_size", GAUGE, "calibration set size",
        "Labelled pairs in the calibration set."),
     _p("merge_stalls", COUNTER, "partition-merge stalls",
-       "Times the ordered merge of partitions waited on one."),
+       "Times the ordered merge of partitions waited on one.", pool="max"),
     # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
     _p("version", INFO, "streamcal version", prometheus="build",
        help="The version field of the metric line (streamcal's version)."),
 )  # fmt: skip
 
-# Labels fields may be broken down by (see the module docstring).
+# Labels fields may be broken down by (see the module docstring): every field is by
+# ``unit`` and ``instance`` (the default of ``MetricField.labels``); the per-category
+# statistics also by ``category``.
 LABELS: tuple[Label, ...] = (
+    Label("unit", "The unit of calibration: a partition number with --scope partition, "
+          "else global."),
+    Label("instance", "The streamcal run instance that holds the unit (--instance-id)."),
     Label(CATEGORY, "A category of a Mondrian calibrator (top k by volume, or '(other)')."),
-)
+)  # fmt: skip
 
 # The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order.
 CATEGORY_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels)

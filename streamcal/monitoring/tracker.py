@@ -313,5 +313,42 @@ class CalibrationTracker:
         *CATEGORY_KEYS}``. Empty if no update had a category."""
         return self._categories.rows()
 
+    def to_state(self) -> dict:
+        """The tracker as plain data (numbers and lists); ``from_state`` rebuilds it."""
+        return {
+            "window": self.window,
+            "bins": self.bins,
+            "labels": self.labels,
+            "ones": self.ones,
+            "raw_labels": self.raw_labels,
+            "all": self._all.__getstate__(),
+            "recent": self._recent.__getstate__(),
+            "terms": [list(t) for t in self._window],
+            "p0": self._p0,
+            "p1": self._p1,
+            "rel": list(self._rel.__getstate__()),
+            "raw_rel": list(self._raw_rel.__getstate__()),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> CalibrationTracker:
+        """The tracker ``to_state`` described.
+
+        >>> t = CalibrationTracker(window=2)
+        >>> t.update(0.2, 0.4, 0, score=0.3)
+        >>> CalibrationTracker.from_state(t.to_state()).snapshot() == t.snapshot()
+        True
+        """
+        self = cls(state["window"], state["bins"])
+        self.labels, self.ones = state["labels"], state["ones"]
+        self.raw_labels = state["raw_labels"]
+        self._all.__setstate__(state["all"])
+        self._recent.__setstate__(state["recent"])
+        self._window = deque(tuple(t) for t in state["terms"])
+        self._p0, self._p1 = state["p0"], state["p1"]
+        self._rel.__setstate__(tuple(state["rel"]))
+        self._raw_rel.__setstate__(tuple(state["raw_rel"]))
+        return self
+
     def __repr__(self):
         return f"CalibrationTracker(window={self.window}, bins={self.bins}, labels={self.labels})"

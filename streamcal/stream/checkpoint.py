@@ -1,9 +1,16 @@
 """Atomic, authenticated checkpoints of the processor's state.
 
-A checkpoint file is ``MAGIC`` (format and version), an HMAC-SHA256 tag over magic +
-payload, then the payload (a pickle). The tag is checked with ``hmac.compare_digest``
-*before* anything is unpickled: unpickling runs code, so a checkpoint written by someone
-without the key (tampered, or from another deployment) is refused, never loaded.
+A checkpoint (a file here, a record of the state topic in ``streamcal.stream.state_topic``)
+is ``MAGIC`` (framing), an HMAC-SHA256 tag over magic + payload, then the payload: the
+state as plain data (dicts, lists, numbers, strings, bytes, numpy arrays; see
+``streamcal.stream.migrations`` for the format and its version). The tag is checked with
+``hmac.compare_digest`` *before* anything is unpickled: unpickling runs code, so a
+checkpoint written by someone without the key (tampered, or from another deployment) is
+refused, never loaded. Even then the payload is read with an unpickler that builds no
+object but numpy arrays; only the river model's own pickle, inside it, is a full pickle.
+Checkpoints of streamcal 0.1 (``MAGIC_V1``: a pickle of the processor's objects) are
+verified the same way and upgraded by the migrations module.
+
 Writes go to a temporary file in the state directory, are fsynced, then renamed over
 the final name (``os.replace``), so a crash leaves either the old or the new checkpoint.
 
@@ -25,21 +32,84 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import os
 import pickle
 import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["CheckpointStore", "CheckpointError", "MAGIC"]
+__all__ = ["CheckpointStore", "CheckpointError", "MAGIC", "seal", "unseal"]
 
-MAGIC = b"STREAMCAL-CHECKPOINT v1\n"
+MAGIC = b"STREAMCAL-CHECKPOINT v2\n"  # payload: {"version": N, "state": plain data}
+MAGIC_V1 = b"STREAMCAL-CHECKPOINT v1\n"  # payload: a pickle of the processor's objects
+_MAGIC_PREFIX = b"STREAMCAL-CHECKPOINT v"
 _TAG = hashlib.sha256().digest_size
 _NAME = re.compile(r"^checkpoint-(\d{12})\.ckpt$")
 
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be trusted or read: one-line message."""
+
+
+# What the plain-data unpickler may build besides builtins: numpy arrays (both numpy 1
+# and numpy 2 spell their reconstructor's module).
+_ALLOWED = {
+    (f"numpy{core}.{mod}", name)
+    for core in ("._core", ".core")
+    for mod, name in (("multiarray", "_reconstruct"), ("multiarray", "scalar"),
+                      ("numeric", "_frombuffer"))
+} | {("numpy", "ndarray"), ("numpy", "dtype")}  # fmt: skip
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
+        return super().find_class(module, name)
+
+
+def _tag(key: bytes, magic: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, magic + payload, hashlib.sha256).digest()
+
+
+def seal(key: bytes, state) -> bytes:
+    """``state`` (plain data) as checkpoint bytes: magic, HMAC tag, payload."""
+    from streamcal.stream.migrations import VERSION
+
+    payload = pickle.dumps({"version": VERSION, "state": state}, protocol=5)
+    return MAGIC + _tag(key, MAGIC, payload) + payload
+
+
+def unseal(key: bytes, data: bytes, where: str):
+    """The state in checkpoint bytes ``data``, authenticated, then upgraded to the current
+    format. Raises ``CheckpointError`` (one line naming ``where``) when it cannot be
+    trusted or read, or was written by a newer streamcal."""
+    from streamcal.stream import migrations
+
+    magic = data[: len(MAGIC)]
+    if magic not in (MAGIC, MAGIC_V1):
+        if data.startswith(_MAGIC_PREFIX):
+            raise CheckpointError(
+                f"{where} has the framing {magic.strip().decode(errors='replace')!r}, "
+                "newer than this streamcal reads; upgrade streamcal"
+            )
+        raise CheckpointError(f"{where} is not a streamcal checkpoint (bad header); refusing it")
+    tag = data[len(magic) : len(magic) + _TAG]
+    payload = data[len(magic) + _TAG :]
+    if len(tag) != _TAG or not hmac.compare_digest(tag, _tag(key, magic, payload)):
+        raise CheckpointError(
+            f"{where} failed authentication (tampered, or written with another key); "
+            "refusing to load it"
+        )
+    try:
+        if magic == MAGIC_V1:
+            doc = migrations.from_v1(payload)
+        else:
+            doc = _PlainUnpickler(io.BytesIO(payload)).load()
+    except Exception as exc:  # authenticated but unreadable: e.g. other library versions
+        raise CheckpointError(f"{where} cannot be read: {exc}") from None
+    return migrations.upgrade(doc, where)
 
 
 class CheckpointStore:
@@ -62,22 +132,17 @@ class CheckpointStore:
                 out.append((int(m.group(1)), p))
         return sorted(out)
 
-    def _tag(self, payload: bytes) -> bytes:
-        return hmac.new(self.key, MAGIC + payload, hashlib.sha256).digest()
-
     def save(self, state) -> Path:
         """Write ``state`` as the next checkpoint and delete all but the newest ``keep``."""
         self.directory.mkdir(parents=True, exist_ok=True)
         files = self._files()
         seq = files[-1][0] + 1 if files else 1
-        payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        data = seal(self.key, state)
         final = self.directory / f"checkpoint-{seq:012d}.ckpt"
         fd, tmp = tempfile.mkstemp(prefix=".tmp-checkpoint-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(MAGIC)
-                fh.write(self._tag(payload))
-                fh.write(payload)
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
@@ -101,23 +166,7 @@ class CheckpointStore:
         if not files:
             return None
         path = files[-1][1]
-        data = path.read_bytes()
-        if not data.startswith(MAGIC):
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} is not a streamcal v1 checkpoint (bad header); "
-                "refusing it"
-            )
-        tag = data[len(MAGIC) : len(MAGIC) + _TAG]
-        payload = data[len(MAGIC) + _TAG :]
-        if len(tag) != _TAG or not hmac.compare_digest(tag, self._tag(payload)):
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} failed authentication (tampered, or written with "
-                "another key); refusing to load it"
-            )
-        try:
-            return pickle.loads(payload)
-        except Exception as exc:  # authenticated but unreadable: e.g. other library versions
-            raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: {exc}") from None
+        return unseal(self.key, path.read_bytes(), f"checkpoint {str(path)!r}")
 
 
 def _fsync_dir(directory: Path) -> None:

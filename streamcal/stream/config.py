@@ -55,11 +55,31 @@ class ProcessorConfig:
     )
     group_id: str = _opt(
         "streamcal",
-        "consumer group; used only to commit consumed offsets for lag monitoring "
-        "(the processor reads all partitions itself and resumes from its checkpoint)",
+        "consumer group: with --scope partition the instances sharing the units; with "
+        "--scope global the one instance (a second is refused); offsets are committed to it "
+        "for lag monitoring (each unit resumes from its checkpoint)",
         "kafka",
     )
     client_id: str = _opt("streamcal", "Kafka client id", "kafka")
+    scope: str = _opt(
+        "global",
+        "unit of calibration: global (one calibrator over all partitions, one instance per "
+        "group) or partition (one per partition number of the co-partitioned events and "
+        "labels topics; instances of a group share the partitions)",
+        "kafka",
+    )
+    instance_id: str | None = _opt(
+        None, "this instance's name in metric lines (default: host:pid)", "kafka"
+    )
+    session_timeout_ms: int = _opt(
+        6000, "consumer-group session timeout: how soon a dead instance is noticed", "kafka"
+    )
+    global_lock: bool = _opt(
+        True,
+        "with --scope global, join the group first and refuse to run if another instance "
+        "is in it (no two global calibrators)",
+        "kafka",
+    )
     security_protocol: str = _opt("PLAINTEXT", "one of " + ", ".join(_SECURITY_PROTOCOLS), "kafka")
     sasl_mechanism: str | None = _opt(None, "SASL mechanism, e.g. PLAIN or SCRAM-SHA-256", "kafka")
     sasl_username: str | None = _opt(None, "SASL user name", "kafka")
@@ -172,6 +192,16 @@ class ProcessorConfig:
     checkpoint_key: str | None = _opt(
         None, "checkpoint HMAC key (environment only)", "state", secret=True, flag=False
     )
+    state_topic: str | None = _opt(
+        "streamcal.state",
+        "with --scope partition, each unit's checkpoint also goes to this topic (keyed by "
+        "group and unit) and an instance without a local checkpoint restores from it "
+        "('none': off)",
+        "state",
+    )
+    state_chunk_bytes: int = _opt(
+        512 * 1024, "state-topic records carry checkpoints in chunks of at most this size", "state"
+    )
 
     # --- throughput ---
     poll_max_records: int = _opt(2000, "records per consumer poll", "kafka")
@@ -258,6 +288,8 @@ class ProcessorConfig:
             "tracker_bins",
             "checkpoint_keep",
             "poll_max_records",
+            "session_timeout_ms",
+            "state_chunk_bytes",
             "max_message_bytes",
             "max_features",
             "max_string_length",
@@ -283,10 +315,24 @@ class ProcessorConfig:
                 raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
+        if self.scope not in ("global", "partition"):
+            raise ValueError(f"scope must be global or partition, got {self.scope!r}")
+        if (
+            self.scope == "partition"
+            and self.state_topic
+            and self.checkpoint_key is None
+            and (self.checkpoint_key_file is None)
+        ):
+            raise ValueError(
+                "scope partition with a state topic needs a checkpoint key: set "
+                "STREAMCAL_CHECKPOINT_KEY or --checkpoint-key-file (or --state-topic none)"
+            )
         inputs = {self.events_topic, self.labels_topic}
         if len(inputs) < 2:
             raise ValueError("events_topic and labels_topic must differ")
         outputs = [self.predictions_topic, self.dead_letter_topic, self.metrics_topic]
+        if self.scope == "partition":
+            outputs.append(self.state_topic)
         for out in outputs:
             if out in inputs:
                 raise ValueError(f"output topic {out!r} is also an input topic")

@@ -78,6 +78,19 @@ class WaitingRoom:
     def values(self):
         return [v for _, v in self._items.values()]
 
+    def to_state(self) -> dict:
+        """Plain data: the settings and the (key, deadline, value) entries, oldest first."""
+        items = [(k, d, v) for k, (d, v) in self._items.items()]
+        return {"ttl": self.ttl, "max_size": self.max_size, "items": items}
+
+    @classmethod
+    def from_state(cls, state: dict, value=None) -> WaitingRoom:
+        """The room ``to_state`` described; ``value`` converts each stored value back."""
+        room = cls(state["ttl"], state["max_size"])
+        conv = value or (lambda v: v)
+        room._items = OrderedDict((k, (d, conv(v))) for k, d, v in state["items"])
+        return room
+
 
 class RecentIds:
     """The ``max_size`` most recently finished ids with a status, to reject duplicates.
@@ -106,3 +119,13 @@ class RecentIds:
 
     def get(self, key):
         return self._items.get(key)
+
+    def to_state(self) -> dict:
+        """Plain data: the size and the (id, status) entries, oldest first."""
+        return {"max_size": self.max_size, "items": list(self._items.items())}
+
+    @classmethod
+    def from_state(cls, state: dict) -> RecentIds:
+        ids = cls(state["max_size"])
+        ids._items = OrderedDict((k, v) for k, v in state["items"])
+        return ids

@@ -1,45 +1,44 @@
-"""The stream processor: events in, calibrated predictions out, labels joined, model learns.
+"""The stream processor: the Kafka clients, the group membership, the loop, the checkpoints.
 
-One ``Processor`` owns the whole calibration state, so it reads every partition of the
-events and labels topics itself (``assign``, no consumer-group rebalancing) in a
-deterministic merge order (see ``streamcal.stream.ordering``), and resumes from the
-offsets stored in its newest checkpoint. Delivery is at least once and idempotent by
-key: after a crash the records since the last checkpoint are processed again from the
-same state, in the same order, so the predictions re-emitted are identical to the first
-ones (consumers keep the latest value per key, or dedupe by id).
+The calibration itself happens in units (``streamcal.stream.unit``): one for
+``--scope global`` (every partition of both topics, read with ``assign``), one per
+partition number for ``--scope partition`` (the instances of a job share the units
+through a consumer group, ``streamcal.stream.group``). Records are handed to the units in
+a deterministic merge order (see ``streamcal.stream.ordering``): record timestamp, events
+before labels, partition, offset. A unit's records are a subset of the merge, released in
+its own sorted order, so a unit's predictions are the same whichever instance runs it
+and however often it moves.
 
-Per event: decode, score (``predict_interval_one``), produce the prediction, wait in the
-pending store. Per label: decode, join with its pending event, record the loss of the
-prediction that was made (``CalibrationTracker``), let the model learn. Anything that
-cannot be processed goes to the dead-letter topic with its original bytes and a reason,
-and leaves the state untouched.
+Each unit resumes from its newest checkpoint: a local state directory (``state_dir``;
+``state_dir/unit-<p>`` for partition units) and, for partition units, the state topic
+(``streamcal.stream.state_topic``) when the local one is absent. Delivery is at least
+once and idempotent by key: after a crash the records since a unit's last checkpoint are
+processed again from the same state, in the same order, so the predictions re-emitted are
+identical to the first ones (consumers keep the latest value per key, or dedupe by id).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
+import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 import orjson
 
 import streamcal
-from streamcal.core.merge import SCALAR_MERGES
 from streamcal.monitoring import schema as metric_schema
-from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.deadletter import dead_letter
-from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
-from streamcal.stream.models import make_model
-from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.group import GlobalLock, GroupError, GroupMembership, MergeView
 from streamcal.stream.sink import Outbox, ProducerProcess, quiet_false_alarms
+from streamcal.stream.unit import CalibrationUnit
 
-_merge_square = SCALAR_MERGES["square"]
-
-__all__ = ["Processor", "ProcessorState", "CheckpointError"]
+__all__ = ["Processor", "CalibrationUnit", "CheckpointError", "GroupError"]
 
 log = logging.getLogger("streamcal.stream")
 
@@ -47,95 +46,128 @@ _EVENT, _LABEL = 0, 1  # topic ranks: at equal timestamps an event goes before a
 _BURST = 256  # records handled between two looks at the clock, flags and timers
 _GC_GEN0 = 50_000  # gen-0 threshold while running (CPython's default is 700)
 
-# Settings a checkpoint is bound to: resuming with other ones would mix two states.
-_FINGERPRINT = (
-    "events_topic",
-    "labels_topic",
-    "model",
-    "mode",
-    "window",
-    "merge",
-    "refresh_every",
-    "id_field",
-    "features_field",
-    "label_field",
-)
-
-
-class ProcessorState:
-    """Everything a checkpoint holds (picklable)."""
-
-    def __init__(self, config: ProcessorConfig):
-        from streamcal.learner import VennAbersClassifier
-        from streamcal.monitoring.tracker import CalibrationTracker
-
-        kwargs = {"merge": config.merge}
-        if config.mode is not None:
-            kwargs["mode"] = config.mode
-        if config.window is not None:
-            kwargs["window"] = config.window
-        if config.refresh_every is not None:
-            kwargs["refresh_every"] = config.refresh_every
-        self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
-        self.tracker = CalibrationTracker(window=config.tracker_window, bins=config.tracker_bins)
-        self.pending = WaitingRoom(config.pending_ttl, config.pending_max)
-        self.waiting = WaitingRoom(config.label_wait, config.label_wait_max)
-        self.recent = RecentIds(config.dedupe_window)
-        self.counts = {"events": 0, "labels": 0, "predictions": 0, "expired": 0, "dead_letters": 0}
-        self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
-        self.clock = float("-inf")  # the largest record timestamp seen (s)
-        self.fingerprint = {k: getattr(config, k) for k in _FINGERPRINT}
-        self.version = streamcal.__version__
-
 
 class Processor:
     """Run the stream processor described by a ``ProcessorConfig``.
 
     Construction validates everything that can be checked without a broker (model,
-    checkpoint key) and restores the newest checkpoint if there is one, raising
-    ``ValueError`` or ``CheckpointError`` before anything is consumed.
+    checkpoint key) and, with ``--scope global``, restores the newest checkpoint if there
+    is one, raising ``ValueError`` or ``CheckpointError`` before anything is consumed.
+    Partition units are restored as the group assigns them.
     """
+
+    unit_class = CalibrationUnit  # what a unit of calibration is (a subclass may count more)
 
     def __init__(self, config: ProcessorConfig):
         config.validate()
         self.config = config
-        self._fields = Fields.of(config)
-        key = config.key_bytes()
-        self._checkpoints = (
-            CheckpointStore(config.state_dir, key, config.checkpoint_keep)
-            if config.state_dir is not None
-            else None
-        )
-        self.restored = False
-        state = self._checkpoints.load() if self._checkpoints is not None else None
-        if state is None:
-            state = ProcessorState(config)
-        else:
-            self._check_fingerprint(state)
-            self.restored = True
-        self.state = state
+        self.instance = config.instance_id or f"{socket.gethostname()}:{os.getpid()}"
+        self._key = config.key_bytes()
         self._version = streamcal.__version__
-        self._exporter = None
+        self.units: dict[int | None, CalibrationUnit] = {}
+        self.restored = False
+        self._state_topic = None
+        self._exporter_cls = None
         if config.metrics_port is not None:
             try:
                 from streamcal.monitoring.prometheus import PrometheusExporter
             except ImportError as exc:
                 raise ValueError(f"metrics_port: Prometheus exporter unavailable: {exc}") from None
             self._exporter_cls = PrometheusExporter
+        # Run-time parts: set up by run(), but defined here so that every public method
+        # (metric_line, metrics_port, checkpoint) works on a processor that never ran.
+        self._exporter = None
         self._out = None  # Outbox or ProducerProcess, while running
         self._consumer = None
+        self._lock: GlobalLock | None = None
+        self._membership: GroupMembership | None = None
+        self._on_metrics = None
+        self._metrics_out = None
         self.merge_stalls = 0
+        self.restore_seconds = 0.0  # how long the last adoption of units took
+        if config.scope == "global":
+            state = self._local_store(None)
+            state = state.load() if state is not None else None
+            self.restored = state is not None
+            self.units[None] = self._unit(None, state)
+        else:
+            # Units come with the group's assignment; one made now checks the model and
+            # loads the learner's modules before the instance joins (not while a rebalance
+            # waits for it).
+            self.unit_class(config, None)
+        now = time.monotonic()
+        self._rate_marks: dict = {u: (now, unit.counts["events"]) for u, unit in self.units.items()}
+        self._last_line_at = self._last_checkpoint_at = now
+        self._last_line_counts = None
+        self._dirty: set = set()
 
-    def _check_fingerprint(self, state) -> None:
-        if not isinstance(state, ProcessorState):
-            raise CheckpointError("checkpoint does not hold a streamcal processor state")
-        for k in _FINGERPRINT:
-            if state.fingerprint.get(k) != getattr(self.config, k):
-                raise CheckpointError(
-                    f"checkpoint was written with {k}={state.fingerprint.get(k)!r} but the "
-                    f"processor is configured with {k}={getattr(self.config, k)!r}; use another "
-                    "state directory or the same settings"
-                )
+    @property
+    def state(self) -> CalibrationUnit:
+        """The unit of ``--scope global`` (all partitions)."""
+        try:
+            return self.units[None]
+        except KeyError:
+            raise AttributeError("with --scope partition the state is in .units") from None
+
+    # ------------------------------------------------------------------ units
+    def _local_store(self, unit: int | None) -> CheckpointStore | None:
+        cfg = self.config
+        if cfg.state_dir is None:
+            return None
+        directory = Path(cfg.state_dir) if unit is None else Path(cfg.state_dir) / f"unit-{unit}"
+        return CheckpointStore(directory, self._key, cfg.checkpoint_keep)
+
+    def _unit(self, unit: int | None, state=None) -> CalibrationUnit:
+        send = self._out.send if self._out is not None else None
+        if state is None:
+            return self.unit_class(self.config, unit, send, self._emit_metrics)
+        if state.get("unit") != unit:
+            raise CheckpointError(
+                f"checkpoint holds unit {state.get('unit')!r}, not unit {unit!r}; refusing it"
+            )
+        return self.unit_class.from_state(state, self.config, send, self._emit_metrics)
+
+    def _adopt(self, units: list[int]) -> None:
+        """Restore the newest checkpoint of each unit: the local one or the state topic's,
+        whichever covers more input (the local one may be stale, from an earlier turn)."""
+        t = time.monotonic()
+        states, source = {}, {}
+        for u in units:
+            store = self._local_store(u)
+            states[u] = store.load() if store is not None else None
+            source[u] = "local" if states[u] is not None else "new"
+        if self._state_topic is not None:
+            for u, state in self._state_topic.restore(units).items():
+                if states[u] is None or _covered(state) > _covered(states[u]):
+                    states[u], source[u] = state, "state topic"
+        now = time.monotonic()
+        for u in units:
+            self.units[u] = self._unit(u, states.get(u))
+            self._rate_marks[u] = (now, self.units[u].counts["events"])
+        self.restore_seconds = time.monotonic() - t
+        log.info(
+            "adopted units %s (from the state topic: %s; local: %s; new: %s) in %.3f s",
+            units, *([u for u in units if source[u] == k] for k in ("state topic", "local", "new")),
+            self.restore_seconds,
+        )  # fmt: skip
+
+    def _release(self, units: list[int]) -> None:
+        """Flush the units' outputs, checkpoint them, and let them go."""
+        units = [u for u in units if u in self.units]  # assigned but never adopted: nothing
+        if not units:
+            return
+        if self._out is not None:
+            self._out.flush()
+        for u in units:
+            self._save(self.units[u])
+        if self._out is not None and self._state_topic is not None:
+            self._out.flush()
+        # No offset commit here: this runs in kafka-python's I/O thread, where the
+        # consumer cannot block; the checkpoints above are what the next owner resumes from.
+        for u in units:
+            del self.units[u]
+            self._dirty.discard(u)
+        log.info("released units %s", units)
 
     # ------------------------------------------------------------------ Kafka clients
     def _make_outbox(self):
@@ -150,173 +182,52 @@ class Processor:
 
     def _make_consumer(self):
         from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
 
+        cfg = self.config
         return KafkaConsumer(
-            **self.config.kafka_client_settings(),
-            group_id=self.config.group_id,
+            **cfg.kafka_client_settings(),
+            group_id=cfg.group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            max_poll_records=self.config.poll_max_records,
+            max_poll_records=cfg.poll_max_records,
             fetch_max_wait_ms=100,
+            session_timeout_ms=cfg.session_timeout_ms,
+            heartbeat_interval_ms=max(100, cfg.session_timeout_ms // 3),
+            # range: each member gets the same partition numbers of both topics (units)
+            partition_assignment_strategy=[RangePartitionAssignor],
         )
 
     def _partitions(self, consumer, timeout: float = 30.0):
         from kafka import TopicPartition
 
-        deadline = time.monotonic() + timeout
+        from streamcal.stream.group import partition_count
+
         out = []
         for topic in (self.config.events_topic, self.config.labels_topic):
-            while True:
-                parts = consumer.partitions_for_topic(topic)
-                if parts:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"topic {topic!r} has no partitions (broker unreachable?)")
-                consumer.topics()  # a metadata request; brokers that auto-create do so now
-                time.sleep(0.1)
-            out.extend(TopicPartition(topic, p) for p in sorted(parts))
+            partition_count(consumer, topic, timeout)
+            out.extend(
+                TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))
+            )
         return out
 
-    def _send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        self._out.send(topic, key, value)
-
-    # ------------------------------------------------------------------ per record
-    def _dead(self, rec, reason: str, value=None) -> None:
-        self.state.counts["dead_letters"] += 1
-        self._send(
-            self.config.dead_letter_topic,
-            rec.key,
-            dead_letter(
-                rec.value if value is None else value,
-                rec.key,
-                rec.topic,
-                rec.partition,
-                rec.offset,
-                rec.timestamp,
-                reason,
-                self._version,
-            ),
-        )
-
-    def _advance(self, ts_ms: int) -> None:
-        st = self.state
-        now = ts_ms / 1000.0
-        if now <= st.clock:
-            return
-        st.clock = now
-        if st.pending:
-            for eid, _ in st.pending.expire(now):
-                st.counts["expired"] += 1
-                st.recent.add(eid, "expired")
-        if st.waiting:
-            for _, old in st.waiting.expire(now):
-                self._dead(
-                    old.rec,
-                    f"label without event: no event with this id within "
-                    f"label_wait={self.config.label_wait:g} s",
-                )
-
-    def _on_event(self, rec) -> None:
-        st = self.state
-        try:
-            ev = decode_event(rec.value, self._fields)
-        except BadInput as exc:
-            self._dead(rec, str(exc))
-            return
-        eid = ev.id
-        if eid in st.pending or st.recent.get(eid) is not None:
-            self._dead(rec, f"duplicate event id {eid!r}")
-            return
-        self._advance(rec.timestamp)
-        iv = st.clf.predict_interval_one(ev.x)
-        p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
-        out = {
-            "id": eid,
-            "p0": p0,
-            "p1": p1,
-            "p": p,
-            "p_square": _merge_square(p0, p1),
-            "score": score,
-            "calibration_size": st.clf.calibration_size,
-            "version": self._version,
-        }
-        key = eid.encode()
-        self._send(self.config.predictions_topic, key, orjson.dumps(out))
-        st.counts["events"] += 1
-        st.counts["predictions"] += 1
-        for old_id, _ in st.pending.put(eid, (ev.x, p0, p1, p, score), st.clock):
-            st.counts["expired"] += 1
-            st.recent.add(old_id, "expired")
-        waiting = st.waiting.pop(eid)
-        if waiting is not None:
-            self._join(eid, waiting.y, waiting.rec)
-
-    def _on_label(self, rec) -> None:
-        st = self.state
-        try:
-            lab = decode_label(rec.value, self._fields)
-        except BadInput as exc:
-            self._dead(rec, str(exc))
-            return
-        eid = lab.id
-        if eid in st.pending:
-            self._advance(rec.timestamp)
-            self._join(eid, lab.y, rec)
-            return
-        if eid in st.waiting:
-            self._dead(rec, f"duplicate label for {eid!r} (a label is already waiting)")
-            return
-        status = st.recent.get(eid)
-        if status == "joined":
-            self._dead(rec, f"duplicate label for {eid!r} (already joined)")
-            return
-        if status == "expired":
-            self._dead(rec, f"label for {eid!r} came after its event expired (pending_ttl/max)")
-            return
-        self._advance(rec.timestamp)
-        for _, old in st.waiting.put(eid, _WaitingLabel(lab.y, rec), st.clock):
-            self._dead(
-                old.rec,
-                f"label without event: waiting room full (label_wait_max="
-                f"{self.config.label_wait_max})",
-            )
-
-    def _join(self, eid: str, y: bool, rec) -> None:
-        """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
-        tracker or the learner refuses, the label becomes a dead letter and the state (the
-        pending event included) is left as it was."""
-        st = self.state
-        x, p0, p1, p, score = st.pending.get(eid)
-        if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
-            self._dead(
-                rec,
-                f"tracker rejected the prediction of {eid!r}: "
-                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
-            )
-            return
-        try:
-            st.clf.learn_one(x, y)
-        except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
-            self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
-            return
-        st.tracker.update(p0, p1, y, score=score, p=p)
-        st.pending.pop(eid)
-        st.recent.add(eid, "joined")
-        st.counts["labels"] += 1
-        # Keyed on the label count, not on time, so these lines replay identically.
-        if st.counts["labels"] % self.config.metrics_every == 0:
-            self._emit_metrics()
-
     # ------------------------------------------------------------------ metrics
-    def metric_line(self) -> dict:
-        """The current metric line (docs/contracts.md): every field of the metric schema,
-        in its order, from the tracker's snapshot, ``state.counts`` (by name) and below."""
-        st = self.state
+    def metric_line(self, unit: int | None = None) -> dict:
+        """The current metric line of a unit (docs/contracts.md): every field of the metric
+        schema, in its order, from the tracker's snapshot, the unit's ``counts`` (by name)
+        and below; then the labels saying where it comes from: ``unit`` (the partition
+        number, or ``global``) and ``instance``. Works before ``run``."""
+        if unit is None and self.config.scope == "partition":
+            unit = min(self.units) if self.units else None
+        st = self.units.get(unit)
+        if st is None:
+            st = self.unit_class(self.config, unit)  # nothing assigned yet: an empty unit
         now = time.time()
         mono = time.monotonic()
         events = st.counts["events"]
-        elapsed = mono - self._rate_mark[0]
-        rate = (events - self._rate_mark[1]) / elapsed if elapsed > 0 else 0.0
+        mark = self._rate_marks.get(unit, (mono, events))
+        elapsed = mono - mark[0]
+        rate = (events - mark[1]) / elapsed if elapsed > 0 else 0.0
         values = dict(st.counts)
         # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
         # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
@@ -331,24 +242,38 @@ class Processor:
             merge_stalls=self.merge_stalls,
             version=self._version,
         )
-        return {f.key: values.get(f.key) for f in metric_schema.FIELDS}
+        line = {f.key: values.get(f.key) for f in metric_schema.FIELDS}
+        line["unit"] = "global" if unit is None else str(unit)
+        line["instance"] = self.instance
+        return line
 
-    def _emit_metrics(self) -> dict:
-        line = self.metric_line()
-        self._rate_mark = (time.monotonic(), self.state.counts["events"])
-        self._last_line_at = time.monotonic()
-        self._last_line_counts = (line["events"], line["labels"], line["dead_letters"])
+    def _emit_metrics(self, unit: CalibrationUnit | None = None) -> dict:
+        u = None if unit is None else unit.unit
+        line = self.metric_line(u)
+        now = time.monotonic()
+        self._rate_marks[u] = (now, line["events"])
+        self._last_line_at = now
+        if u is None:
+            self._last_line_counts = (line["events"], line["labels"], line["dead_letters"])
         data = orjson.dumps(line)
         if self._metrics_out is not None:
             self._metrics_out.write(data.decode() + "\n")
             self._metrics_out.flush()
-        if self.config.metrics_topic:
-            # One key for all lines: one partition, so they stay in order.
-            self._send(self.config.metrics_topic, self.config.client_id.encode(), data)
+        if self.config.metrics_topic and self._out is not None:
+            # One key per unit: one partition, so a unit's lines stay in order.
+            key = f"{self.config.client_id}/{line['unit']}".encode() if u is not None else (
+                self.config.client_id.encode())  # fmt: skip
+            self._out.send(self.config.metrics_topic, key, data)
         if self._exporter is not None:
             self._exporter.update(line)
         if self._on_metrics is not None:
             self._on_metrics(line)
+        return line
+
+    def _emit_all(self) -> dict | None:
+        line = None
+        for u in sorted(self.units, key=lambda k: -1 if k is None else k):
+            line = self._emit_metrics(self.units[u])
         return line
 
     @property
@@ -358,31 +283,66 @@ class Processor:
         return self._exporter.port if self._exporter is not None else None
 
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self) -> None:
-        """Flush outputs, write the state (with the offsets it corresponds to), commit."""
-        self._out.flush()
-        if self._checkpoints is not None:
-            self._checkpoints.save(self.state)
-        self._commit()
-        self._last_checkpoint_at = time.monotonic()
-        self._dirty = False
+    def _save(self, unit: CalibrationUnit) -> None:
+        store = self._local_store(unit.unit)
+        if store is None and self._state_topic is None:
+            return
+        state = unit.to_state()
+        if store is not None:
+            store.save(state)
+        if self._state_topic is not None:
+            self._state_topic.save(unit.unit, state, unit.offsets)
 
-    def _commit(self) -> None:
+    def checkpoint(self) -> None:
+        """Flush outputs, write the states of the units changed since the last checkpoint
+        (with the offsets they correspond to), commit the offsets."""
+        if self._out is not None:
+            self._out.flush()
+        changed = [self.units[u] for u in sorted(self._dirty, key=str) if u in self.units]
+        for unit in changed:
+            self._save(unit)
+        if self._state_topic is not None and changed:
+            self._out.flush()
+        self._commit(changed)
+        self._last_checkpoint_at = time.monotonic()
+        self._dirty.clear()
+
+    def _commit(self, units) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
         offsets = {
             TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-            for (t, p), o in self.state.offsets.items()
+            for unit in units
+            for (t, p), o in unit.offsets.items()
         }
-        if not offsets:
+        if not offsets or self._consumer is None:
             return
         try:
-            self._consumer.commit(offsets)
+            (self._lock or self._consumer).commit(offsets)
         except Exception as exc:  # lag monitoring only: never fatal
             log.warning("offset commit failed: %r", exc)
 
     # ------------------------------------------------------------------ main loop
+    def _merge(self, consumer, tps):
+        from streamcal.stream.ordering import OrderedMerge
+
+        cfg = self.config
+        view = consumer if self._membership is None else MergeView(consumer, self._membership)
+        for tp in tps:
+            unit = self.units[None if self._membership is None else tp.partition]
+            consumer.seek(tp, unit.offsets.get((tp.topic, tp.partition), 0))
+        return OrderedMerge(
+            view,
+            tps,
+            {cfg.events_topic: _EVENT, cfg.labels_topic: _LABEL},
+            max_wait=cfg.merge_wait,
+            poll_records=cfg.poll_max_records,
+            max_future=cfg.max_future_s,
+            max_bytes=cfg.max_message_bytes,
+            skip_unreadable=cfg.skip_unreadable,
+        )
+
     def run(
         self,
         stop_event: threading.Event | None = None,
@@ -391,13 +351,10 @@ class Processor:
         progress=None,
     ) -> dict:
         """Process until ``stop_event`` is set, or no record arrived for ``max_idle_s``
-        seconds; then flush, checkpoint, commit and return the final metric line."""
-        from streamcal.stream.ordering import OrderedMerge
-
+        seconds; then flush, checkpoint, commit and return the final metric line (of the
+        last unit, with ``--scope partition``)."""
         cfg = self.config
-        st = self.state
         self._on_metrics = on_metrics
-        self._metrics_out = None
         close_out = False
         if cfg.metrics_file and cfg.metrics_file.lower() != "none":
             if cfg.metrics_file == "-":
@@ -405,12 +362,13 @@ class Processor:
             else:
                 self._metrics_out = open(cfg.metrics_file, "a", encoding="utf-8")  # noqa: SIM115
                 close_out = True
-        if cfg.metrics_port is not None:
+        if self._exporter_cls is not None:
             self._exporter = self._exporter_cls(cfg.metrics_port, addr=cfg.metrics_addr)
-        self._rate_mark = (time.monotonic(), st.counts["events"])
-        self._last_line_at = self._last_checkpoint_at = time.monotonic()
+        now = time.monotonic()
+        self._rate_marks = {u: (now, unit.counts["events"]) for u, unit in self.units.items()}
+        self._last_line_at = self._last_checkpoint_at = now
         self._last_line_counts = None
-        self._dirty = False
+        self._dirty = set()
         stop_event = stop_event or threading.Event()
 
         # The cyclic GC is costly here: kafka-python allocates many container objects per
@@ -422,119 +380,160 @@ class Processor:
         # µs/event).
         quiet_false_alarms()
         gc_threshold = gc.get_threshold()
-        consumer = self._out = None
+        consumer = None
         try:
             self._out = self._make_outbox()
+            for unit in self.units.values():
+                unit.send = self._out.send
+            if cfg.scope == "global":
+                if cfg.global_lock:
+                    self._lock = GlobalLock(
+                        cfg.kafka_client_settings(), cfg.group_id, cfg.events_topic,
+                        cfg.session_timeout_ms,
+                    )  # fmt: skip
+                    self._lock.acquire()
+            elif cfg.state_topic:
+                from streamcal.stream.state_topic import StateTopic
+
+                self._state_topic = StateTopic(
+                    cfg.kafka_client_settings(), cfg.state_topic, cfg.group_id, self._key,
+                    self._out, cfg.state_chunk_bytes,
+                )  # fmt: skip
+                self._state_topic.create()
             self._consumer = consumer = self._make_consumer()
             gc.freeze()
             gc.set_threshold(max(gc_threshold[0], _GC_GEN0), *gc_threshold[1:])
-            tps = self._partitions(consumer)
-            consumer.assign(tps)
-            for tp in tps:
-                consumer.seek(tp, st.offsets.get((tp.topic, tp.partition), 0))
-            merge = OrderedMerge(
-                consumer,
-                tps,
-                {cfg.events_topic: _EVENT, cfg.labels_topic: _LABEL},
-                max_wait=cfg.merge_wait,
-                poll_records=cfg.poll_max_records,
-                max_future=cfg.max_future_s,
-                max_bytes=cfg.max_message_bytes,
-                skip_unreadable=cfg.skip_unreadable,
-            )
-            offsets = st.offsets
-            on_event, on_label = self._on_event, self._on_label
-            last_record_at = time.monotonic()
-            n = 0
-            ready = merge.ready
-            while not stop_event.is_set():
-                item = merge.next(0.2)
-                if item is not None:
-                    # Then whatever is already releasable, in the same order, without the
-                    # checks below (timers, flags) per record: they run every _BURST.
-                    burst = 0
-                    while item is not None:
-                        rank, rec = item
-                        if rank == _EVENT:
-                            on_event(rec)
-                        else:
-                            on_label(rec)
-                        offsets[(rec.topic, rec.partition)] = rec.offset + 1
-                        n += 1
-                        if progress is not None and n % 1000 == 0:
-                            progress(st.counts["events"])
-                        burst += 1
-                        item = ready() if burst < _BURST else None
-                    self._out.ship()
-                    self._dirty = True
-                    now = last_record_at = time.monotonic()
-                else:
-                    now = time.monotonic()
-                    # Idle means caught up; before that (start-up, a backlog still being
-                    # fetched) wait longer, but not forever (a broker that went away).
-                    idle = now - last_record_at
-                    if max_idle_s is not None and idle >= max_idle_s:
-                        if merge.caught_up() or idle >= max(60.0, 10 * max_idle_s):
-                            break
-                self.merge_stalls = merge.stalls
-                if self._out.failed:  # e.g. the broker restarted: recreate the producer now
-                    self._out.flush()
-                if now - self._last_line_at >= cfg.metrics_interval:
-                    counts = (st.counts["events"], st.counts["labels"], st.counts["dead_letters"])
-                    if counts != self._last_line_counts:
-                        self._emit_metrics()
-                    else:
-                        self._last_line_at = now
-                if self._dirty and now - self._last_checkpoint_at >= cfg.checkpoint_interval:
-                    self.checkpoint()
-            if progress is not None:
-                progress(st.counts["events"])
-            self.checkpoint()
-            return self._emit_metrics()
+            if cfg.scope == "global":
+                tps = self._partitions(consumer)
+                consumer.assign(tps)
+                merge = self._merge(consumer, tps)
+            else:
+                from streamcal.stream.group import check_copartitioned
+
+                check_copartitioned(consumer, cfg.events_topic, cfg.labels_topic)
+                self._membership = GroupMembership(
+                    consumer, cfg.events_topic, cfg.labels_topic, self._release
+                )
+                self._membership.subscribe()
+                merge = None
+            return self._loop(consumer, merge, stop_event, max_idle_s, progress)
         finally:
             gc.set_threshold(*gc_threshold)
             gc.unfreeze()
+            if self._membership is not None:  # the final checkpoint is written: no release
+                self._membership._release = lambda units: None
             try:
                 if consumer is not None:
                     consumer.close(autocommit=False)
             except Exception:  # noqa: BLE001
                 pass
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
             try:
                 if self._out is not None:
                     self._out.close(timeout=10)
             except Exception:  # noqa: BLE001
                 pass
+            self._out = None
+            self._consumer = None
             if self._exporter is not None:
                 self._exporter.close()
             if close_out:
                 self._metrics_out.close()
+                self._metrics_out = None
+
+    def _loop(self, consumer, merge, stop_event, max_idle_s, progress) -> dict:
+        cfg = self.config
+        units = self.units
+        membership = self._membership
+        last_record_at = time.monotonic()
+        n = 0
+        generation = -1
+        while not stop_event.is_set():
+            if membership is not None:
+                if membership.error is not None:
+                    raise membership.error
+                if membership.generation != generation:
+                    # A new assignment: restore the new units (here, not in the rebalance
+                    # callback, which blocks the heartbeats), then a new merge over the
+                    # assignment, from the units' offsets.
+                    generation = membership.generation
+                    new = membership.take_new()
+                    if new:
+                        self._adopt(new)
+                    tps = membership.partitions()
+                    merge = self._merge(consumer, tps) if tps else None
+                    last_record_at = time.monotonic()
+                if merge is None:
+                    consumer.poll(timeout_ms=200, max_records=1)  # join, heartbeat
+                    item = None
+                else:
+                    item = merge.next(0.2)
+                    if membership.generation != generation:
+                        continue  # polled across a rebalance: read again from the offsets
+            else:
+                item = merge.next(0.2)
+            if item is not None:
+                # Then whatever is already releasable, in the same order, without the
+                # checks below (timers, flags) per record: they run every _BURST.
+                burst = 0
+                dirty = self._dirty
+                while item is not None:
+                    rank, rec = item
+                    u = None if membership is None else rec.partition
+                    unit = units[u]
+                    if rank == _EVENT:
+                        unit.on_event(rec)
+                    else:
+                        unit.on_label(rec)
+                    unit.offsets[(rec.topic, rec.partition)] = rec.offset + 1
+                    dirty.add(u)
+                    n += 1
+                    if progress is not None and n % 1000 == 0:
+                        progress(sum(x.counts["events"] for x in units.values()))
+                    burst += 1
+                    item = merge.ready() if burst < _BURST else None
+                self._out.ship()
+                now = last_record_at = time.monotonic()
+            else:
+                now = time.monotonic()
+                # Idle means caught up; before that (start-up, a backlog still being
+                # fetched) wait longer, but not forever (a broker that went away).
+                idle = now - last_record_at
+                if max_idle_s is not None and idle >= max_idle_s:
+                    caught_up = merge is not None and merge.caught_up()
+                    if caught_up or idle >= max(60.0, 10 * max_idle_s):
+                        break
+            if merge is not None:
+                self.merge_stalls = merge.stalls
+            if self._lock is not None:
+                self._lock.keep()
+            if self._out.failed:  # e.g. the broker restarted: recreate the producer now
+                self._out.flush()
+            if now - self._last_line_at >= cfg.metrics_interval:
+                counts = tuple(
+                    sum(x.counts[k] for x in units.values())
+                    for k in ("events", "labels", "dead_letters")
+                )
+                if counts != self._last_line_counts:
+                    self._emit_all()
+                    self._last_line_counts = counts
+                else:
+                    self._last_line_at = now
+            if self._dirty and now - self._last_checkpoint_at >= cfg.checkpoint_interval:
+                self.checkpoint()
+        if progress is not None:
+            progress(sum(x.counts["events"] for x in units.values()))
+        self.checkpoint_all()
+        return self._emit_all() or self.metric_line()
+
+    def checkpoint_all(self) -> None:
+        """Checkpoint every unit held (the final checkpoint)."""
+        self._dirty = set(self.units)
+        self.checkpoint()
 
 
-class _WaitingLabel:
-    """A label that came before its event, with its record for a dead letter."""
-
-    __slots__ = ("y", "rec")
-
-    def __init__(self, y: bool, rec):
-        self.y = y
-        # Keep only what a dead letter needs (ConsumerRecords hold more, e.g. headers).
-        self.rec = _Rec(rec.topic, rec.partition, rec.offset, rec.timestamp, rec.key, rec.value)
-
-    def __getstate__(self):
-        return (self.y, tuple(self.rec))
-
-    def __setstate__(self, state):
-        self.y = state[0]
-        self.rec = _Rec(*state[1])
-
-
-from typing import NamedTuple  # noqa: E402
-
-
-class _Rec(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
+def _covered(state: dict) -> int:
+    """How much input a unit's state covers: the sum of its next offsets."""
+    return sum(o for _, _, o in state["offsets"])

@@ -1,0 +1,124 @@
+"""The checkpoint state format, its version, and the upgrades from older versions.
+
+A checkpoint holds one unit of calibration (``streamcal.stream.unit``) as plain data,
+``{"version": VERSION, "state": ...}``; each stateful part has ``to_state()`` /
+``from_state()`` (the classifier and its mode, the tracker, the waiting rooms, the recent
+ids, the unit). The river model is kept as its own pickle; everything else is dicts,
+lists, numbers, strings, bytes and numpy arrays, so renaming a class never breaks a
+saved state. Versions:
+
+1. streamcal 0.1: a pickle of the processor's objects (``ProcessorState``, private
+   classes included), framed with ``checkpoint.MAGIC_V1``.
+2. plain data, as above (``unit`` state: see ``CalibrationUnit.to_state``).
+
+``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
+one with a one-line error. Add a version: bump ``VERSION``, write the step from the
+previous one into ``_STEPS``, keep every older step.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import numpy as np
+
+from streamcal.stream.checkpoint import CheckpointError
+
+__all__ = ["VERSION", "upgrade", "from_v1"]
+
+VERSION = 2
+
+_STEPS: dict = {}  # version -> function(state) -> the state of version + 1
+
+
+def upgrade(doc, where: str):
+    """The state in ``doc`` (``{"version": n, "state": ...}``) at the current version."""
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(version, int) or "state" not in doc:
+        raise CheckpointError(f"{where} carries no state format version; refusing it")
+    if version > VERSION:
+        raise CheckpointError(
+            f"{where} has state format version {version}, newer than this streamcal's "
+            f"({VERSION}); upgrade streamcal to read it"
+        )
+    state = doc["state"]
+    for v in range(version, VERSION):
+        state = _STEPS[v](state)
+    return state
+
+
+# ---------------------------------------------------------------- version 1
+class _V1ProcessorState:
+    """``streamcal.stream.processor.ProcessorState`` of 0.1: only its attributes matter."""
+
+
+class _V1WaitingLabel:
+    """``streamcal.stream.processor._WaitingLabel`` of 0.1, pickled as (y, record tuple)."""
+
+    def __setstate__(self, state):
+        self.y, self.rec = state[0], tuple(state[1])
+
+
+class _V1Rec(tuple):
+    def __new__(cls, *fields):
+        return tuple.__new__(cls, fields)
+
+
+class _V1ScoreStore:
+    """``streamcal.core.store.ScoreStore`` of 0.1, pickled as its tie-pooled groups: score
+    ``t``, count ``w`` and count of ones ``s`` (read here, whatever the store becomes)."""
+
+    def __setstate__(self, state):
+        self.t = np.asarray(state["t"], dtype=np.float64)
+        self.w = np.asarray(state["w"], dtype=np.int64)
+        self.s = np.asarray(state["s"], dtype=np.int64)
+
+    def to_arrays(self):
+        scores = np.repeat(self.t, self.w)
+        labels = np.repeat(np.tile(np.array([0, 1], np.int64), len(self.w)),
+                           np.column_stack([self.w - self.s, self.s]).ravel())  # fmt: skip
+        return scores, labels
+
+
+_V1_CLASSES = {
+    ("streamcal.stream.processor", "ProcessorState"): _V1ProcessorState,
+    ("streamcal.stream.processor", "_WaitingLabel"): _V1WaitingLabel,
+    ("streamcal.stream.processor", "_Rec"): _V1Rec,
+    ("streamcal.core.store", "ScoreStore"): _V1ScoreStore,
+}
+
+
+class _V1Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        cls = _V1_CLASSES.get((module, name))
+        return cls if cls is not None else super().find_class(module, name)
+
+
+def from_v1(payload: bytes) -> dict:
+    """A version-1 checkpoint's payload (authenticated) as ``{"version", "state"}``.
+
+    The classes that 0.1 pickled and that have changed since are read through the
+    stand-ins above; the learner's and the monitoring's objects still load as
+    themselves and give their current ``to_state()``, so the result has the current
+    version.
+    """
+    old = _V1Unpickler(io.BytesIO(payload)).load()
+    if not isinstance(old, _V1ProcessorState):
+        raise CheckpointError("the checkpoint does not hold a streamcal processor state")
+    waiting = old.waiting.to_state()
+    waiting["items"] = [(k, d, (v.y, tuple(v.rec))) for k, d, v in waiting["items"]]
+    state = {
+        "unit": None,
+        "fingerprint": dict(old.fingerprint),
+        "streamcal_version": old.version,
+        "classifier": old.clf.to_state(),
+        "tracker": old.tracker.to_state(),
+        "pending": old.pending.to_state(),
+        "waiting": waiting,
+        "recent": old.recent.to_state(),
+        "counts": dict(old.counts),
+        "offsets": [(t, p, o) for (t, p), o in old.offsets.items()],
+        "clock": old.clock,
+    }
+    return {"version": VERSION, "state": state}

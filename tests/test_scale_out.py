@@ -1,0 +1,377 @@
+"""Scale-out against a real tansu broker: `--scope partition` instances in one consumer
+group, units that move between them, state restored from the state topic, and the
+refusals (mismatched partition counts, a second global instance, tampered state)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import orjson
+import pytest
+
+from streamcal.stream.checkpoint import CheckpointError, unseal
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.processor import Processor
+from streamcal.stream.state_topic import StateTopic
+from tests._kafka_helpers import (
+    CHECKPOINT_KEY,
+    T0,
+    base_settings,
+    produce,
+    produce_stream,
+    read_topic,
+    synthetic_stream,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+P = 6  # partitions of the events and labels topics
+
+
+def create_topics(bootstrap: str, names, partitions: int = P) -> None:
+    """Create topics with ``partitions`` (tansu auto-creates 4 on any metadata request)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    finally:
+        admin.close()
+
+
+def produce_at_once(bootstrap: str, records) -> None:
+    """Produce ``records`` in one request, so that a consumer reading live sees all the
+    partitions' new records together: the merge order, hence the predictions, are then
+    those of a run over the complete topics (live, a partition read as caught up while
+    another already has newer records can interleave a unit's events and labels
+    differently)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=60_000,
+                             batch_size=4 << 20, max_request_size=64 << 20)  # fmt: skip
+    try:
+        for topic, key, value, ts in records:
+            value = value if isinstance(value, bytes) else orjson.dumps(value)
+            producer.send(topic, key=key.encode(), value=value, timestamp_ms=ts)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+
+def topics_for(unique_topics: dict, suffix: str) -> dict:
+    t = {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
+    t["state"] = f"{t['group']}.state"
+    return t
+
+
+def settings(bootstrap, topics, **extra) -> dict:
+    values = dict(scope="partition", state_topic=topics["state"], window=200,
+                  checkpoint_interval=0.3, metrics_every=100)  # fmt: skip
+    return base_settings(bootstrap, topics, **{**values, **extra})
+
+
+def stream(n: int, seed: int):
+    events, labels = synthetic_stream(n, seed=seed, shuffle_labels=300,
+                                      missing=frozenset(range(3, n, 97)))  # fmt: skip
+    return events, labels
+
+
+def bad_records(topics: dict) -> list:
+    return [
+        (topics["events"], "bad1", b"{oops", T0 + 55),
+        (topics["labels"], "e7", b'{"id": "e7", "label": 5}', T0 + 77),
+        (topics["labels"], "ghost", b'{"id": "ghost", "label": 1}', T0 + 99),
+    ]
+
+
+def _cli(s: dict, *extra) -> list[str]:
+    args = [sys.executable, "-m", "streamcal", "run"]
+    for name, value in s.items():
+        args += ["--" + name.replace("_", "-"), str(value)]
+    return args + list(extra)
+
+
+def _env() -> dict:
+    return {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
+
+
+def held_units(log_path) -> set:
+    """The units an instance holds now, from its INFO log lines."""
+    held: set = set()
+    if not os.path.exists(log_path):
+        return held
+    for line in open(log_path, encoding="utf-8", errors="replace"):
+        m = re.search(r"(adopted|released) units \[([\d, ]*)\]", line)
+        if m:
+            units = {int(x) for x in m.group(2).split(",") if x.strip()}
+            held = held | units if m.group(1) == "adopted" else held - units
+    return held
+
+
+def wait(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def final_states(bootstrap, topics) -> dict:
+    """{unit: state} of the newest checkpoint of every unit in the state topic."""
+    st = StateTopic({"bootstrap_servers": bootstrap}, topics["state"], topics["group"],
+                    CHECKPOINT_KEY.encode(), None)  # fmt: skip
+    return st.restore(range(P))
+
+
+def predictions(bootstrap, topic, n) -> dict:
+    got: dict = {}
+    for r in read_topic(bootstrap, topic, min_count=n, timeout=60):
+        assert got.setdefault(r.key, r.value) == r.value, f"re-emitted prediction differs: {r.key}"
+    return got
+
+
+def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
+    ref = topics_for(unique_topics, "ref")
+    create_topics(bootstrap, [ref["events"], ref["labels"]])
+    produce(bootstrap, records(ref))
+    config = ProcessorConfig.build(**settings(bootstrap, ref), checkpoint_key=CHECKPOINT_KEY)
+    Processor(config).run(max_idle_s=2.0)
+    return predictions(bootstrap, ref["predictions"], n), final_states(bootstrap, ref)
+
+
+def start(bootstrap, topics, tmp_path, i: int, **extra):
+    """A `streamcal run --scope partition` process, logging at INFO to log-<i>.txt."""
+    log_path = tmp_path / f"log-{i}.txt"
+    s = settings(bootstrap, topics, state_dir=tmp_path / f"state-{i}", instance_id=f"i{i}",
+                 metrics_file=tmp_path / f"metrics-{i}.jsonl", **extra)  # fmt: skip
+    with open(log_path, "w") as err:
+        proc = subprocess.Popen(_cli(s, "--log-level", "INFO"), env=_env(), stderr=err,
+                                stdout=subprocess.DEVNULL)  # fmt: skip
+    return proc, log_path
+
+
+def stop_all(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        assert p.wait(timeout=60) in (0, -signal.SIGKILL)
+
+
+def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_topics, tmp_path):
+    n = 2000
+    events, labels = stream(n, seed=5)
+    cut = T0 + 10 * (n // 2)
+
+    def records(t, half=None):
+        out = [(t["events"], k, v, ts) for k, v, ts in events]
+        out += [(t["labels"], k, v, ts) for k, v, ts in labels]
+        out += bad_records(t)
+        if half is not None:
+            out = [r for r in out if (r[3] < cut) == (half == 0)]
+        return sorted(out, key=lambda r: r[3])
+
+    want, want_states = reference(kafka_broker, unique_topics, records, n)
+    run = topics_for(unique_topics, "join")
+    create_topics(kafka_broker, [run["events"], run["labels"]])
+    produce(kafka_broker, records(run, 0))
+    procs = []
+    try:
+        proc, first_log = start(kafka_broker, run, tmp_path, 0)
+        procs.append(proc)
+        wait(lambda: held_units(first_log) == set(range(P)), 60, "the first instance")
+        # It works through the first half, then a second instance joins.
+        wait(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
+        proc, second_log = start(kafka_broker, run, tmp_path, 1)
+        procs.append(proc)
+        wait(lambda: held_units(second_log), 90, "the joiner's units")
+        assert held_units(first_log) | held_units(second_log) == set(range(P))
+        assert not held_units(first_log) & held_units(second_log)
+        produce_at_once(kafka_broker, records(run, 1))
+        got = predictions(kafka_broker, run["predictions"], n)
+        stop_all(procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert len(got) == n and got == want  # no prediction lost, none different
+    states = final_states(kafka_broker, run)
+    for u in range(P):  # each label joined once: the same counts as the reference
+        assert states[u]["counts"] == want_states[u]["counts"], u
+    assert sum(s["counts"]["labels"] for s in states.values()) == len(labels)
+    reasons = [
+        orjson.loads(r.value)["reason"] for r in read_topic(kafka_broker, run["dead_letters"])
+    ]
+    assert not [r for r in reasons if "duplicate" in r], reasons
+
+
+def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
+    kafka_broker, unique_topics, tmp_path
+):
+    n = 3000
+    events, labels = stream(n, seed=21)
+    cut = T0 + 10 * (n // 2)  # the first half of the stream, by record time
+    first = [e for e in events if e[2] < cut]
+    first_labels = [lab for lab in labels if lab[2] < cut]
+
+    def records(t, part=None):
+        ev, lab = (events, labels) if part is None else part
+        out = [(t["events"], k, v, ts) for k, v, ts in ev]
+        out += [(t["labels"], k, v, ts) for k, v, ts in lab]
+        out += bad_records(t) if part is None or part[0] is first else []
+        return sorted(out, key=lambda r: r[3])
+
+    want, want_states = reference(kafka_broker, unique_topics, records, n)
+    assert len(want) == n
+
+    run = topics_for(unique_topics, "run")
+    create_topics(kafka_broker, [run["events"], run["labels"]])
+    produce(kafka_broker, records(run, (first, first_labels)))
+    procs, logs, dirs = [], [], []
+    try:
+        for i in range(3):
+            dirs.append(tmp_path / f"state-{i}")
+            logs.append(tmp_path / f"log-{i}.txt")
+            s = settings(kafka_broker, run, state_dir=dirs[i], instance_id=f"i{i}",
+                         metrics_file=tmp_path / f"metrics-{i}.jsonl")  # fmt: skip
+            with open(logs[i], "w") as err:
+                procs.append(subprocess.Popen(_cli(s, "--log-level", "INFO"), env=_env(),
+                                              stderr=err, stdout=subprocess.DEVNULL))  # fmt: skip
+        # All three hold units (the group has spread the six partitions over them).
+        wait(lambda: all(held_units(x) for x in logs) and
+             sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
+        victim = held_units(logs[0])
+        topic = StateTopic({"bootstrap_servers": kafka_broker}, run["state"], run["group"],
+                           CHECKPOINT_KEY.encode(), None)  # fmt: skip
+        wait(lambda: victim <= set(topic.read()), 30, "the victim's checkpoints")
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        shutil.rmtree(dirs[0])
+        killed_at = time.monotonic()
+        seen = [len(open(x).readlines()) for x in logs]
+        rest = (events[len(first) :], [lab for lab in labels if lab[2] >= cut])
+        produce_at_once(kafka_broker, records(run, rest))
+        # The survivors take the victim's units over (from the state topic).
+        wait(lambda: held_units(logs[1]) | held_units(logs[2]) == set(range(P)), 60, "takeover")
+        takeover = time.monotonic() - killed_at
+        got = predictions(kafka_broker, run["predictions"], n)
+        for p in procs[1:]:
+            p.send_signal(signal.SIGTERM)
+        for p in procs[1:]:
+            assert p.wait(timeout=60) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # The victim's units came from the state topic (its state dir is gone).
+    from_topic: set = set()
+    for x, skip in zip(logs[1:], seen[1:], strict=True):
+        for line in open(x).readlines()[skip:]:
+            m = re.search(r"adopted units .*from the state topic: \[([\d, ]*)\]", line)
+            if m:
+                from_topic |= {int(u) for u in m.group(1).split(",") if u.strip()}
+    assert victim <= from_topic, (victim, from_topic)
+    assert got == want, f"{len(set(got) ^ set(want))} ids differ; takeover {takeover:.1f} s"
+    states = final_states(kafka_broker, run)
+    reasons = sorted({orjson.loads(r.value)["reason"][:60]
+                      for r in read_topic(kafka_broker, run["dead_letters"])})  # fmt: skip
+    for u in range(P):
+        assert states[u]["counts"] == want_states[u]["counts"], (u, reasons)
+        assert states[u]["tracker"] == want_states[u]["tracker"], u
+    assert sum(s["counts"]["labels"] for s in states.values()) == len(labels)
+    # bad1 and e7's label 5 are dead letters; the ghost label waits (label_wait: 300 s)
+    assert sum(s["counts"]["dead_letters"] for s in states.values()) == 2
+    assert sum(len(s["waiting"]["items"]) for s in states.values()) == 1
+    # The three metric logs add up to the whole stream: every unit, every label.
+    from streamcal.monitoring.report import write_report
+
+    write_report([tmp_path / f"metrics-{i}.jsonl" for i in range(3)], tmp_path / "report")
+    summary = orjson.loads((tmp_path / "report" / "summary.json").read_bytes())
+    assert set(summary["units"]) == {str(u) for u in range(P)}
+    assert summary["labels"] == len(labels) and summary["dead_letters"] == 2
+    assert summary["events"] == n
+
+
+def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, tmp_path):
+    t = topics_for(unique_topics, "mismatch")
+    create_topics(kafka_broker, [t["events"]], 3)
+    create_topics(kafka_broker, [t["labels"]], 2)
+    s = settings(kafka_broker, t, state_topic="none")
+    done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
+                          timeout=60)  # fmt: skip
+    err = done.stderr.decode().strip()
+    assert done.returncode == 2, err
+    assert "co-partitioned" in err and "has 3 partitions" in err and "\n" not in err
+
+
+def test_second_global_instance_is_refused(kafka_broker, unique_topics):
+    t = topics_for(unique_topics, "global")
+    events, labels = synthetic_stream(50, seed=3)
+    produce_stream(kafka_broker, t, events, labels)
+    first = Processor(ProcessorConfig.build(**base_settings(kafka_broker, t)))
+    stop = threading.Event()
+    runner = threading.Thread(target=first.run, kwargs={"stop_event": stop})
+    runner.start()
+    try:
+        wait(lambda: first.state.counts["events"] == 50, 60, "the first instance")
+        s = base_settings(kafka_broker, t)
+        done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
+                              timeout=60)  # fmt: skip
+        err = done.stderr.decode().strip()
+        assert done.returncode == 2, err
+        assert "refusing to run a second --scope global" in err and "\n" not in err
+    finally:
+        stop.set()
+        runner.join(60)
+
+
+@pytest.mark.parametrize("how", ["flip a byte", "other key"])
+def test_tampered_state_topic_records_are_refused_before_unpickling(
+    kafka_broker, unique_topics, how
+):
+    t = topics_for(unique_topics, "tamper" + how[0])
+    create_topics(kafka_broker, [t["events"], t["labels"]], 2)
+    events, labels = synthetic_stream(60, seed=4)
+    produce_stream(kafka_broker, t, events, labels)
+    config = ProcessorConfig.build(**settings(kafka_broker, t), checkpoint_key=CHECKPOINT_KEY)
+    Processor(config).run(max_idle_s=1.0)
+    unit0 = [r for r in read_topic(kafka_broker, t["state"])
+             if orjson.loads(r.value.partition(b"\n")[0])["unit"] == 0]  # fmt: skip
+    rec = unit0[-1]
+    head, _, body = rec.value.partition(b"\n")
+    if how == "flip a byte":
+        body = bytearray(body)
+        body[len(body) // 2] ^= 1
+        forged = head + b"\n" + bytes(body)
+    else:  # a checkpoint sealed with another key, carrying a payload that runs code
+        import hashlib
+        import hmac
+        import pickle
+
+        payload = pickle.dumps({"version": 2, "state": {}})
+        magic = b"STREAMCAL-CHECKPOINT v2\n"
+        tag = hmac.new(b"another key of 16+ bytes", magic + payload, hashlib.sha256).digest()
+        h = orjson.loads(head)
+        h["id"] = "forged"
+        forged = orjson.dumps(h) + b"\n" + magic + tag + payload
+    produce(kafka_broker, [(t["state"], rec.key, forged, None)])
+    st = StateTopic({"bootstrap_servers": kafka_broker}, t["state"], t["group"],
+                    CHECKPOINT_KEY.encode(), None)  # fmt: skip
+    with pytest.raises(CheckpointError) as exc:
+        st.restore([0])
+    assert "failed authentication" in str(exc.value) and "\n" not in str(exc.value)
+    # An instance without a local state refuses to start unit 0 from it.
+    s = settings(kafka_broker, t)
+    done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
+                          timeout=90)  # fmt: skip
+    err = done.stderr.decode().strip()
+    assert done.returncode == 2 and "failed authentication" in err, err
+    assert unseal  # the same check as files: checkpoint.unseal

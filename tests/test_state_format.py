@@ -1,0 +1,124 @@
+"""The checkpoint format: checkpoints of the release before the versioned state format
+(tests/data/checkpoint-v0, made by tests/data/make_checkpoint_v0.py) load and resume with
+identical predictions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streamcal.stream.checkpoint import CheckpointError, CheckpointStore, seal, unseal
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.migrations import VERSION
+from streamcal.stream.processor import Processor
+from streamcal.stream.unit import CalibrationUnit, _Rec
+
+DATA = Path(__file__).parent / "data" / "checkpoint-v0"
+MODES = ("pretrained", "sva", "va")
+
+
+def _resume(mode: str, tmp_path):
+    want = json.loads((DATA / f"{mode}.json").read_text())
+    state = tmp_path / "state"
+    shutil.copytree(DATA / mode, state)
+    proc = Processor(ProcessorConfig.build(**want["settings"], state_dir=str(state)))
+    assert proc.restored
+    sent = []
+    feed(proc.state, want["records"], sent)
+    return want, proc, sent
+
+
+def feed(unit, records, sent) -> None:
+    unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
+    for r in records:
+        rec = _Rec(r["topic"], r["partition"], r["offset"], r["ts"], r["key"].encode(),
+                   r["value"].encode())  # fmt: skip
+        (unit.on_event if r["topic"] == "ev" else unit.on_label)(rec)
+        unit.offsets[(r["topic"], r["partition"])] = r["offset"] + 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoint_of_the_previous_release_resumes_identically(mode, tmp_path):
+    want, proc, sent = _resume(mode, tmp_path)
+    preds = [v for t, v in sent if t == "streamcal.predictions"]
+    drop = ("version",)
+    assert len(preds) == len(want["predictions"]) > 50
+    assert [{k: v for k, v in p.items() if k not in drop} for p in preds] == [
+        {k: v for k, v in p.items() if k not in drop} for p in want["predictions"]
+    ]
+    assert [v["reason"] for t, v in sent if t != "streamcal.predictions"] == want["dead_letters"]
+    st = proc.state
+    assert st.counts == want["counts"]
+    assert {f"{t}:{p}": o for (t, p), o in st.offsets.items()} == want["offsets"]
+    assert (len(st.pending), len(st.waiting)) == (want["pending"], want["waiting"])
+    assert st.tracker.snapshot(reliability=True) == want["tracker"]
+    assert st.clf.calibration_size == want["calibration_size"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_state_roundtrip_through_the_current_format_resumes_identically(mode, tmp_path):
+    """Old checkpoint -> current format (plain data, sealed, unsealed) -> same results."""
+    want = json.loads((DATA / f"{mode}.json").read_text())
+    state = tmp_path / "state"
+    shutil.copytree(DATA / mode, state)
+    config = ProcessorConfig.build(**want["settings"], state_dir=str(state))
+    unit = Processor(config).state
+    key = want["key"].encode()
+    store = CheckpointStore(tmp_path / "new", key)
+    store.save(unit.to_state())
+    assert (
+        (tmp_path / "new" / "checkpoint-000000000001.ckpt")
+        .read_bytes()
+        .startswith(b"STREAMCAL-CHECKPOINT v2\n")
+    )
+    again = CalibrationUnit.from_state(store.load(), config)
+    sent = []
+    feed(again, want["records"], sent)
+    preds = [v for t, v in sent if t == "streamcal.predictions"]
+    assert [(p["id"], p["p0"], p["p1"], p["score"]) for p in preds] == [
+        (p["id"], p["p0"], p["p1"], p["score"]) for p in want["predictions"]
+    ]
+    assert again.tracker.snapshot(reliability=True) == want["tracker"]
+
+
+def test_newer_format_version_is_refused_with_one_line():
+    import pickle
+
+    key = b"k" * 32
+    data = seal(key, {"x": 1})
+    assert unseal(key, data, "here") == {"x": 1}
+    payload = pickle.dumps({"version": VERSION + 1, "state": {}})
+    newer = data[: len(b"STREAMCAL-CHECKPOINT v2\n")]
+    import hashlib
+    import hmac
+
+    newer += hmac.new(key, newer + payload, hashlib.sha256).digest() + payload
+    with pytest.raises(CheckpointError) as exc:
+        unseal(key, newer, "checkpoint 'x'")
+    msg = str(exc.value)
+    assert f"version {VERSION + 1}, newer than this streamcal's ({VERSION})" in msg
+    assert "\n" not in msg
+    with pytest.raises(CheckpointError, match="newer than this streamcal reads"):
+        unseal(key, b"STREAMCAL-CHECKPOINT v9\n" + data[24:], "checkpoint 'y'")
+
+
+def test_plain_state_never_builds_objects():
+    """A sealed payload that names a class is refused even with the right key."""
+    import hashlib
+    import hmac
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('unpickled!')",))
+
+    key = b"k" * 32
+    payload = pickle.dumps({"version": VERSION, "state": Boom()})
+    magic = b"STREAMCAL-CHECKPOINT v2\n"
+    data = magic + hmac.new(key, magic + payload, hashlib.sha256).digest() + payload
+    with pytest.raises(CheckpointError, match="not plain data"):
+        unseal(key, data, "checkpoint 'z'")
