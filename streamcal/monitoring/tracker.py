@@ -328,6 +328,7 @@ class CalibrationTracker:
             "p1": self._p1,
             "rel": list(self._rel.__getstate__()),
             "raw_rel": list(self._raw_rel.__getstate__()),
+            "categories": self._categories.to_state(),
         }
 
     @classmethod
@@ -339,7 +340,9 @@ class CalibrationTracker:
         >>> CalibrationTracker.from_state(t.to_state()).snapshot() == t.snapshot()
         True
         """
-        self = cls(state["window"], state["bins"])
+        categories = CategoryBreakdown.from_state(state["categories"])
+        self = cls(state["window"], state["bins"], categories.top_k, categories.max_categories)
+        self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
         self.raw_labels = state["raw_labels"]
         self._all.__setstate__(state["all"])
