@@ -203,3 +203,26 @@ def test_a_version_2_state_upgrades():
     feed(unit, recs[100:], 100, a)
     feed(again, recs[100:], 100, b)
     assert a == b and a
+
+
+def test_per_category_lines_follow_each_units_line_with_its_labels():
+    """--scope partition: a unit's metric line, then its category lines, all labelled with
+    the unit (offline: the unit is fed directly)."""
+    import io
+
+    from streamcal.stream.processor import Processor
+
+    cfg = config(by="shop", scope="partition", state_topic="none", metrics_every=50, top_k=3)
+    proc = Processor(cfg)
+    proc._metrics_out = out = io.StringIO()
+    proc.units[3] = unit = proc._unit(3)
+    feed(unit, records(120), 0, [])
+    lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert len(lines) == 2 * (1 + 4)  # at 50 and 100 labels: the line, 3 shops, "(other)"
+    for block in (lines[:5], lines[5:]):
+        assert "category" not in block[0] and block[0]["unit"] == "3"
+        assert [r["unit"] for r in block[1:]] == ["3"] * 4
+        assert block[-1]["category"] == "(other)"
+        assert sum(r["labels"] for r in block[1:]) == block[0]["labels"]
+    with pytest.raises(ValueError, match="needs by"):
+        config(max_categories=5)

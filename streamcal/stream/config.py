@@ -164,7 +164,7 @@ class ProcessorConfig:
     max_categories: int | None = _opt(
         None,
         "with --by: at most this many categories keep a calibration set, least recently "
-        "labelled evicted (default: the learner's, 1000)",
+        "labelled evicted (default 1000)",
         "model",
     )
 
