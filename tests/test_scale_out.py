@@ -129,11 +129,19 @@ def final_states(bootstrap, topics) -> dict:
     return st.restore(range(P))
 
 
-def predictions(bootstrap, topic, n) -> dict:
-    got: dict = {}
-    for r in read_topic(bootstrap, topic, min_count=n, timeout=60):
-        assert got.setdefault(r.key, r.value) == r.value, f"re-emitted prediction differs: {r.key}"
-    return got
+def predictions(bootstrap, topic, n, timeout: float = 90.0) -> dict:
+    """{event id: prediction} once n distinct ids are in the topic (re-emitted predictions,
+    after a unit moved or was restored, count once and must be identical)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got: dict = {}
+        for r in read_topic(bootstrap, topic, min_count=n, timeout=30):
+            assert got.setdefault(r.key, r.value) == r.value, (
+                f"re-emitted prediction differs: {r.key}"
+            )
+        if len(got) >= n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
 
 
 def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:

@@ -281,3 +281,28 @@ def test_python_store_structure_stays_consistent():
         if i % 100 == 0:
             store._check()
     store._check()
+
+
+# what each backend keeps incrementally, and a corruption of it that _check must catch
+CORRUPTIONS = {
+    "numba": [
+        lambda st: st._block_sums.__setitem__((0, 1), st._block_sums[0, 1] + 1),
+        lambda st: st._hulls.__setitem__((st._order[0], 1, 1), st._hulls[st._order[0], 1, 1] + 1),
+        lambda st: st._sums.__setitem__((st._order[0], 1, 2), st._sums[st._order[0], 1, 2] + 1),
+    ],
+    "python": [
+        lambda st: st._bs.__setitem__(0, st._bs[0] + 1),
+        lambda st: st._cs[0].__setitem__(2, st._cs[0][2] + 1),
+    ],
+}
+
+
+def test_check_catches_corrupted_incremental_state(backend):
+    """_check (called by the hypothesis state machine after every step) recomputes from
+    scratch: it passes on a sound store and fails on each corrupted derived structure."""
+    for corrupt in CORRUPTIONS[backend]:
+        store = make_store()
+        store._check()
+        corrupt(store)
+        with pytest.raises(AssertionError):
+            store._check()

@@ -18,10 +18,11 @@ Labels: a field may be broken down by labels (``MetricField.labels``, names decl
 ``LABELS``). A line carries its label values as top-level string keys, e.g. ``"unit":
 "3"``; a line without them is the whole processor's. The exporter keeps the latest line
 of each label set. The processor's lines carry ``unit`` (a partition number, or
-``global``) and ``instance``; ``category`` breaks the tracker's per-category statistics
-down further (``CATEGORY_KEYS``; see ``streamcal.monitoring.categories``).
-``MetricField.pool`` says how the lines of several units add up to the whole stream's
-(``streamcal.monitoring.pooled``, used by ``streamcal report`` on several metric logs).
+``global``) and ``instance``: every field is broken down by them (``UNIT_LABELS``).
+``category`` breaks the tracker's per-category statistics down (``CATEGORY_KEYS``; see
+``streamcal.monitoring.categories``). ``MetricField.pool`` says how the lines of several
+units add up to the whole stream's (``streamcal.monitoring.pooled``, used by ``streamcal
+report`` on several metric logs).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER]
 ['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
@@ -127,8 +128,9 @@ class MetricField:
         return self.kind in (COUNTER, GAUGE)
 
 
-def _t(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=True, **kw)
+def _t(key, kind, title, help, labels=(), **kw) -> MetricField:
+    return MetricField(key, kind, help, TRACKER, title, required=True,
+                       labels=UNIT_LABELS + tuple(labels), **kw)  # fmt: skip
 
 
 def _t_optional(key, kind, title, help, **kw) -> MetricField:
@@ -140,7 +142,7 @@ def _p(key, kind, title, help, **kw) -> MetricField:
 
 
 CATEGORY = "category"  # the Mondrian label
-_C = (*UNIT_LABELS, CATEGORY)
+_C = (CATEGORY,)
 
 # In the order of the metric line. Each field: key, kind, report title, then its help.
 FIELDS: tuple[MetricField, ...] = (
@@ -173,7 +175,7 @@ FIELDS: tuple[MetricField, ...] = (
     _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
        "Mean p1 - p0 over the last window."),
     _t("ece", GAUGE, "ECE (binned)",
-       "Binned expected calibration error of p.", pool="ece:reliability", labels=_C),
+       "Binned expected calibration error of p.", labels=_C, pool="ece:reliability"),
     _t("raw_ece", GAUGE, "raw ECE (binned)",
        "Binned expected calibration error of the raw score.", pool="ece:raw_reliability"),
     _t("mean_p0", GAUGE, "mean p0",
@@ -210,14 +212,12 @@ FIELDS: tuple[MetricField, ...] = (
        help="The version field of the metric line (streamcal's version)."),
 )  # fmt: skip
 
-# Labels fields may be broken down by (see the module docstring): every field is by
-# ``unit`` and ``instance`` (the default of ``MetricField.labels``); the per-category
-# statistics also by ``category``.
+# Labels fields may be broken down by (see the module docstring).
 LABELS: tuple[Label, ...] = (
+    Label(CATEGORY, "A category of a Mondrian calibrator (top k by volume, or '(other)')."),
     Label("unit", "The unit of calibration: a partition number with --scope partition, "
           "else global."),
     Label("instance", "The streamcal run instance that holds the unit (--instance-id)."),
-    Label(CATEGORY, "A category of a Mondrian calibrator (top k by volume, or '(other)')."),
 )  # fmt: skip
 
 # The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order.

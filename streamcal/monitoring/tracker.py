@@ -314,7 +314,8 @@ class CalibrationTracker:
         return self._categories.rows()
 
     def to_state(self) -> dict:
-        """The tracker as plain data (numbers and lists); ``from_state`` rebuilds it."""
+        """The tracker as plain data (numbers and lists), per-category statistics
+        included; ``from_state`` rebuilds it."""
         return {
             "window": self.window,
             "bins": self.bins,

@@ -30,6 +30,13 @@ class GroupError(RuntimeError):
     """The group or the topics do not allow this instance to run: one-line message."""
 
 
+def heartbeat_ms(session_timeout_ms: int) -> int:
+    """At most a third of the session timeout (Kafka's rule) and at most 1 s: a member
+    learns that the group rebalances at its next heartbeat, so after a kill -9 the
+    survivors rejoin up to one interval after the session timeout has run out."""
+    return max(100, min(1000, session_timeout_ms // 3))
+
+
 def partition_count(consumer, topic: str, timeout: float = 30.0) -> int:
     """The number of partitions of ``topic`` (waits for the metadata)."""
     deadline = time.monotonic() + timeout
@@ -188,7 +195,7 @@ class GlobalLock:
             enable_auto_commit=False,
             auto_offset_reset="latest",
             session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(100, session_timeout_ms // 3),
+            heartbeat_interval_ms=heartbeat_ms(session_timeout_ms),
             partition_assignment_strategy=[RangePartitionAssignor],
             max_poll_records=1,
         )

@@ -34,7 +34,13 @@ import streamcal
 from streamcal.monitoring import schema as metric_schema
 from streamcal.stream.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.group import GlobalLock, GroupError, GroupMembership, MergeView
+from streamcal.stream.group import (
+    GlobalLock,
+    GroupError,
+    GroupMembership,
+    MergeView,
+    heartbeat_ms,
+)
 from streamcal.stream.sink import Outbox, ProducerProcess, quiet_false_alarms
 from streamcal.stream.unit import CalibrationUnit
 
@@ -193,7 +199,7 @@ class Processor:
             max_poll_records=cfg.poll_max_records,
             fetch_max_wait_ms=100,
             session_timeout_ms=cfg.session_timeout_ms,
-            heartbeat_interval_ms=max(100, cfg.session_timeout_ms // 3),
+            heartbeat_interval_ms=heartbeat_ms(cfg.session_timeout_ms),
             # range: each member gets the same partition numbers of both topics (units)
             partition_assignment_strategy=[RangePartitionAssignor],
         )

@@ -39,6 +39,10 @@ State layout (all numpy arrays, so the store pickles as plain arrays):
 * super-chunks: see the comment on the state S below.
 
 A *point* is addressed as (pos, j): the CSD point after the first j groups of chunk pos.
+
+Every kernel lives in this one file on purpose: with ``cache=True`` numba checks a cached
+kernel against its own file only, so a caller cached from another file would keep calling
+the old version of an edited callee. One file means one edit invalidates every kernel.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ NEED_ROOM = 2
 #   scratch[h] = (x, y), scratch_scores[h]: the hull of one range scan (``_hull``) and the
 #   PAVA stack of ``_fix_blocks``; sized by ``hull_room`` (an add returns NEED_ROOM first
 #   if the store would outgrow it)
+#   ranges[r] = (kind, row, pos, lo, hi, bx, by): the candidate ranges of one scan (see
+#   ``_candidates``), 3 rows per chunk id
 
 
 @structref.register
@@ -104,85 +110,60 @@ _STATE_TYPES = (
     ("firsts", _F1), ("block_ends", _F1), ("block_sums", _I2), ("meta", _I1),
     ("free_ids", _I1), ("supers", _I2), ("super_info", _I2), ("super_hulls", _I3),
     ("super_where", _I2), ("free_supers", _I1), ("scratch", _I2), ("scratch_scores", _F1),
+    ("ranges", _I2),
 )  # fmt: skip
 _STATE = StateType(list(_STATE_TYPES))
 STATE_FIELDS = tuple(name for name, _ in _STATE_TYPES)
 
 
+# fmt: off
 @njit(cache=True)
-def new_state(
-    scores,
-    sums,
-    hulls,
-    lengths,
-    order,
-    firsts,
-    block_ends,
-    block_sums,
-    meta,
-    free_ids,
-    supers,
-    super_info,
-    super_hulls,
-    super_where,
-    free_supers,
-    scratch,
-    scratch_scores,
-):
-    """Pack the arrays (C-contiguous, of the dtypes and ranks in ``_STATE``) into a State.
+def new_state(scores, sums, hulls, lengths, order, firsts, block_ends, block_sums, meta,
+              free_ids, supers, super_info, super_hulls, super_where, free_supers, scratch,
+              scratch_scores, ranges):
+    """Pack the arrays (C-contiguous, of the dtypes and ranks in ``_STATE``, in the order of
+    ``STATE_FIELDS``) into a State.
 
     Compiled and cached like the kernels (the structref's own constructor would be
     compiled afresh in every process)."""
     S = structref.new(_STATE)
     S.scores, S.sums, S.hulls, S.lengths, S.order, S.firsts = (
-        scores,
-        sums,
-        hulls,
-        lengths,
-        order,
-        firsts,
-    )
+        scores, sums, hulls, lengths, order, firsts)
     S.block_ends, S.block_sums, S.meta, S.free_ids = block_ends, block_sums, meta, free_ids
-    (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-        S.free_supers,
-        S.scratch,
-        S.scratch_scores,
-    ) = supers, super_info, super_hulls, super_where, free_supers, scratch, scratch_scores
+    S.supers, S.super_info, S.super_hulls, S.super_where, S.free_supers = (
+        supers, super_info, super_hulls, super_where, free_supers)
+    S.scratch, S.scratch_scores, S.ranges = scratch, scratch_scores, ranges
     return S
+# fmt: on
 
 
 # --------------------------------------------------------------------------- locating
 
 
 @njit(cache=True)
-def _chunk_pos(firsts, m, x):
-    """Position of the last chunk whose first score is <= x (0 if none)."""
-    lo, hi = 0, m
+def _bisect(a, n, x, right):
+    """Number of the sorted a[:n] that are < x (or <= x if right)."""
+    lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi) >> 1
-        if firsts[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1 if lo > 0 else 0
-
-
-@njit(cache=True)
-def _search(scores, cid, L, x, right):
-    """Number of groups of chunk cid with score < x (or <= x if right)."""
-    lo, hi = 0, L
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        v = scores[cid, mid]
+        v = a[mid]
         if v < x or (right and v == x):
             lo = mid + 1
         else:
             hi = mid
     return lo
+
+
+@njit(cache=True)
+def _chunk_pos(firsts, m, x):
+    """Position of the last chunk whose first score is <= x (0 if none)."""
+    return max(_bisect(firsts, m, x, True) - 1, 0)
+
+
+@njit(cache=True)
+def _search(scores, cid, L, x, right):
+    """Number of groups of chunk cid with score < x (or <= x if right)."""
+    return _bisect(scores[cid], L, x, right)
 
 
 @njit(cache=True, inline="always")
@@ -200,27 +181,13 @@ def _pt_after(S, x, right):
 @njit(cache=True)
 def _first_block(block_ends, nb, x):
     """Index of the first block whose last score is >= x (nb if none)."""
-    lo, hi = 0, nb
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if block_ends[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _bisect(block_ends, nb, x, False)
 
 
 @njit(cache=True)
 def _super_of(supers, ns, pos):
     """Index g of the super-chunk holding chunk position pos."""
-    lo, hi = 0, ns
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if supers[mid, 0] <= pos:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return _bisect(supers[:, 0], ns, pos, True) - 1
 
 
 # --------------------------------------------------------------------------- hulls
@@ -269,12 +236,14 @@ def _chunk_hull(sums, hulls, lengths, cid, keep):
 
 
 @njit(cache=True)
-def _refresh_super(sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g):
+def _refresh_super(S, g):
     """Recompute super-chunk g's totals and hull (the hull of its chunks' hulls).
 
     Reads only the chunks' hull rows where hulls are kept (not their scores or sums): a
     query that covers a stale super-chunk pays for this, and every add stales one.
     """
+    sums, hulls, lengths, order, supers = S.sums, S.hulls, S.lengths, S.order, S.supers
+    super_info, super_hulls, super_where = S.super_info, S.super_hulls, S.super_where
     sid = supers[g, 1]
     hmax = super_hulls.shape[2]
     step = sums.shape[2]  # super_where packs (chunk offset k, point j) as k * step + j
@@ -342,11 +311,6 @@ def _push(scratch, scratch_scores, h, px, py, t, want_scores):
     return h + 1
 
 
-HULL = 0  # _scan modes: push the candidates onto a hull in the scratch,
-SLOPE = 1  # keep the extreme slope to an anchor,
-LINE = 2  # keep the least y * ax - x * ay (the lowest point under slope ay / ax)
-
-
 @njit(cache=True, inline="always")
 def _extreme(den, num, bn, bd, want_max):
     """The larger (``want_max``) or smaller of the slopes num / den and bn / bd, as an exact
@@ -359,22 +323,64 @@ def _extreme(den, num, bn, bd, want_max):
     return bn, bd
 
 
+# --------------------------------------------------------------------------- scans
+#
+# One walk, three scanners. A scan reads the CSD points after a start point up to an end
+# point, but only the candidates (points that can be lower-hull vertices): whole
+# super-chunks inside the range give their hull vertices, whole chunks theirs, and the rest
+# (at most two partial chunks) the points ``_partial`` keeps. The walk, ``_candidates``,
+# lists them as ranges in ``S.ranges``: entries lo..hi-1 of one row of one array (see
+# ``_coords``) plus a base point. The scanners read the ranges:
+#
+# * ``_hull`` pushes the candidates onto a lower hull in the scratch,
+# * ``_steepest`` keeps the extreme slope from an anchor,
+# * ``_lowest`` keeps the lowest point under a line of given slope.
+#
+# The last two test each point on its own, where a hull push depends on the stack: ~2x
+# faster on scans of 10^4+ candidates. Addresses ``start``, ``end`` are (chunk position,
+# j) pairs; ``origin`` is the coordinates given to the start point (the others follow).
+# The walk writes its ranges to an array instead of calling back a scanner (numba cannot
+# cache a kernel that takes a function) or handing them out one call at a time (measured
+# 2-3x slower on whole-store scans: reference-count updates on every call).
+
+SUPER_HULL = 0  # range kinds: super-chunk hull vertices (super_hulls[sid]),
+CHUNK_HULL = 1  # chunk hull vertices (hulls[cid]),
+CHUNK_POINTS = 2  # chunk points (sums[cid])
+
+
 @njit(cache=True, inline="always")
-def _take(scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, want_max, bn, bd):
-    """Take a candidate as ``_scan``'s mode says. SLOPE keeps the extreme slope bn / bd
-    between the candidate and the anchor (ax, ay); LINE keeps bn = min(py * ax - px * ay).
-    Both test each point on its own, where a hull push depends on the stack: ~2x faster
-    on scans of 10^4+ candidates."""
-    if mode == SLOPE:
-        bn, bd = _extreme(px - ax, py - ay, bn, bd, want_max)
-        return h, bn, bd
-    if mode == LINE:
-        v = py * ax - px * ay
-        if bd == 0 or v < bn:
-            bn = v
-            bd = 1
-        return h, bn, bd
-    return _push(scratch, scratch_scores, h, px, py, t, want_scores), bn, bd
+def _put(ranges, n, rng):
+    """Append range rng = (kind, row, pos, lo, hi, bx, by) unless it is empty."""
+    if rng[3] >= rng[4]:
+        return n
+    for k in range(7):
+        ranges[n, k] = rng[k]
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _coords(super_hulls, hulls, sums, kind, row):
+    """The coordinates of a range of this kind: entry u is (xy[0, u], xy[1, u]) relative to
+    the range's base. One view per range keeps the scanners' inner loops plain loads (a
+    branch per point instead is ~2x slower on scans of 10^6 pairs)."""
+    if kind == SUPER_HULL:
+        return super_hulls[row]
+    if kind == CHUNK_HULL:
+        return hulls[row]
+    return sums[row]
+
+
+@njit(cache=True, inline="always")
+def _score_at(S, kind, row, pos, u):
+    """Score of the group that entry u of a range ends (pos: the range's chunk position;
+    a super-chunk's vertices say which of its chunks, see ``super_where``)."""
+    if kind == SUPER_HULL:
+        k = S.super_where[row, u]
+        step = S.sums.shape[2]
+        return S.scores[S.order[pos + k // step], k % step - 1]
+    if kind == CHUNK_HULL:
+        return S.scores[row, S.hulls[row, 2, u] - 1]
+    return S.scores[row, u - 1]
 
 
 @njit(cache=True, inline="always")
@@ -401,163 +407,140 @@ def _partial(lengths, hulls, cid, jlo, jhi):
 
 
 @njit(cache=True)
-def _scan(S, ps, js, pe, je, incl_start, want_scores, mode, ox, oy, ax, ay, wm):
-    """Lower hull of the CSD points after (ps, js) up to (pe, je), written to ``scratch``
-    (coordinates relative to point (ps, js)) and, if ``want_scores``, ``scratch_scores``
-    (the score of the group each vertex ends; reading scores costs cache misses, so queries
-    skip them). The start point itself comes first if ``incl_start``. Returns the number of
-    vertices.
+def _candidates(S, start, end, incl_start, origin):
+    """The walk: write the candidate ranges of the points after ``start`` up to ``end`` to
+    ``S.ranges`` (rows (kind, row, pos, lo, hi, bx, by), pos the range's chunk position);
+    return (number of ranges, x, y), (x, y) the end point. The start point itself is never
+    listed; ``incl_start`` says whether a hull beginning at it may stand for the points.
 
-    Only hull vertices can be tangent points, so only candidates are pushed: whole
-    super-chunks inside the range give their hull vertices, whole chunks theirs, and the
-    rest (at most two partial chunks) the points ``_partial`` keeps. Built in one pass into
-    the preallocated scratch: no allocation, no second pass. The scratch is sized by
-    ``hull_room(n)``, which bounds any such hull.
-
-    In modes SLOPE and LINE (see ``_take``) nothing is written and (bn, bd) is the
-    result, over coordinates shifted by (ox, oy). Returns (h, bn, bd, lx, ly), (lx, ly)
-    the shifted coordinates of the range's last point.
+    ``ranges`` has 3 rows per chunk (a chunk without a kept hull gives three, see
+    ``_partial``), enough for any scan.
     """
-    scores, sums, hulls, lengths, order, meta = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.meta,
-    )
-    supers, super_info, super_hulls, super_where, scratch, scratch_scores = (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-        S.scratch,
-        S.scratch_scores,
-    )
-    step = sums.shape[2]
-    h = 0
-    bn = 0
-    bd = 0
-    t = np.nan
-    if incl_start:
-        h, bn, bd = _take(
-            scratch, scratch_scores, h, ox, oy, t, want_scores, mode, ax, ay, wm, bn, bd
-        )
-    lx = ox  # the range's last point (its coordinates are returned)
-    ly = oy
+    sums, hulls, lengths, order, ranges = S.sums, S.hulls, S.lengths, S.order, S.ranges
+    supers, super_info = S.supers, S.super_info
+    ps, js = start
+    pe, je = end
+    bx, by = origin
     if ps == pe and js == je:
-        return h, bn, bd, lx, ly
+        return 0, bx, by
+    n = 0
     cid = order[ps]
-    bx = ox - sums[cid, 0, js]
-    by = oy - sums[cid, 1, js]
+    bx -= sums[cid, 0, js]  # (bx, by): the current chunk's point 0
+    by -= sums[cid, 1, js]
     pos = ps
-    g = _super_of(supers, meta[M_NS], ps)
-    while True:
+    g = _super_of(supers, S.meta[M_NS], ps)
+    while pos <= pe:
         if pos == supers[g, 0] and (pos != ps or (js == 0 and incl_start)):
             last = supers[g + 1, 0] - 1
             if last < pe or (last == pe and je == lengths[order[pe], 0]):
                 sid = supers[g, 1]
                 if super_info[sid, 2] < 0:
-                    _refresh_super(
-                        sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g
-                    )
+                    _refresh_super(S, g)
                 nh = super_info[sid, 2]
-                if nh > 0:
-                    for u in range(1, nh):
-                        if want_scores:
-                            k = super_where[sid, u]
-                            t = scores[order[pos + k // step], k % step - 1]
-                        px = bx + super_hulls[sid, 0, u]
-                        py = by + super_hulls[sid, 1, u]
-                        h, bn, bd = _take(
-                            scratch,
-                            scratch_scores,
-                            h,
-                            px,
-                            py,
-                            t,
-                            want_scores,
-                            mode,
-                            ax,
-                            ay,
-                            wm,
-                            bn,
-                            bd,
-                        )
+                if nh > 0:  # the whole super-chunk by its hull (vertex 0: point (pos, 0))
+                    n = _put(ranges, n, (SUPER_HULL, sid, pos, 1, nh, bx, by))
                     bx += super_info[sid, 0]
                     by += super_info[sid, 1]
                     pos = last + 1
                     g += 1
-                    if pos > pe:
-                        lx = bx
-                        ly = by
-                        break
                     continue
         cid = order[pos]
         L = lengths[cid, 0]
         jlo = js + 1 if pos == ps else 1
         jhi = je if pos == pe else L
         # a chunk hull also spans the chunk's point 0: use it only when that point counts
-        full = jlo == 1 and jhi == L and (pos != ps or incl_start) and lengths[cid, 1] > 0
-        if full:
-            nc = lengths[cid, 1] - 1
-            for u in range(1, nc + 1):
-                if want_scores:
-                    t = scores[cid, hulls[cid, 2, u] - 1]
-                px = bx + hulls[cid, 0, u]
-                py = by + hulls[cid, 1, u]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            if pos == pe:
-                lx = bx + hulls[cid, 0, nc]
-                ly = by + hulls[cid, 1, nc]
-                break
-            # the last hull vertex is the chunk's last point: its totals
-            bx += hulls[cid, 0, nc]
-            by += hulls[cid, 1, nc]
+        if jlo == 1 and jhi == L and (pos != ps or incl_start) and lengths[cid, 1] > 0:
+            n = _put(ranges, n, (CHUNK_HULL, cid, pos, 1, lengths[cid, 1], bx, by))
         else:
             ja, ua, ub, jb = _partial(lengths, hulls, cid, jlo, jhi)
-            for j in range(jlo, ja):
-                if want_scores:
-                    t = scores[cid, j - 1]
-                px = bx + sums[cid, 0, j]
-                py = by + sums[cid, 1, j]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            for u in range(ua, ub):
-                if want_scores:
-                    t = scores[cid, hulls[cid, 2, u] - 1]
-                px = bx + hulls[cid, 0, u]
-                py = by + hulls[cid, 1, u]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            for j in range(jb + 1, jhi + 1):
-                if want_scores:
-                    t = scores[cid, j - 1]
-                px = bx + sums[cid, 0, j]
-                py = by + sums[cid, 1, j]
-                h, bn, bd = _take(
-                    scratch, scratch_scores, h, px, py, t, want_scores, mode, ax, ay, wm, bn, bd
-                )
-            if pos == pe:
-                lx = bx + sums[cid, 0, jhi]
-                ly = by + sums[cid, 1, jhi]
-                break
-            bx += sums[cid, 0, L]
-            by += sums[cid, 1, L]
+            n = _put(ranges, n, (CHUNK_POINTS, cid, pos, jlo, ja, bx, by))
+            n = _put(ranges, n, (CHUNK_HULL, cid, pos, ua, ub, bx, by))
+            n = _put(ranges, n, (CHUNK_POINTS, cid, pos, jb + 1, jhi + 1, bx, by))
+        bx += sums[cid, 0, jhi]
+        by += sums[cid, 1, jhi]
         pos += 1
         if pos == supers[g + 1, 0]:
             g += 1
-    return h, bn, bd, lx, ly
+    return n, bx, by
 
 
 @njit(cache=True)
-def _hull(S, ps, js, pe, je, incl_start, want_scores):
-    """``_scan`` building the hull in the scratch; returns its number of vertices."""
-    return _scan(S, ps, js, pe, je, incl_start, want_scores, HULL, 0, 0, 0, 0, False)[0]
+def _hull(S, start, end, incl_start, want_scores):
+    """Lower hull of the CSD points after ``start`` up to ``end`` (the start point first if
+    ``incl_start``), written to ``scratch`` in coordinates relative to the start point and,
+    if ``want_scores``, to ``scratch_scores`` (the score of the group each vertex ends;
+    reading scores costs cache misses, so queries skip them). Returns the number of
+    vertices. Built in one pass into the preallocated scratch (no allocation), sized by
+    ``hull_room(n)``, which bounds any such hull."""
+    scratch, scratch_scores, ranges = S.scratch, S.scratch_scores, S.ranges
+    super_hulls, hulls, sums = S.super_hulls, S.hulls, S.sums
+    h = 0
+    if incl_start:
+        h = _push(scratch, scratch_scores, h, 0, 0, np.nan, want_scores)
+    n, _, _ = _candidates(S, start, end, incl_start, (0, 0))
+    t = np.nan
+    for r in range(n):
+        kind, row, pos, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            if want_scores:
+                t = _score_at(S, kind, row, pos, u)
+            h = _push(scratch, scratch_scores, h, bx + xy[0, u], by + xy[1, u], t, want_scores)
+    return h
+
+
+@njit(cache=True)
+def _steepest(S, start, end, incl_start, origin, anchor, want_max):
+    """The largest (``want_max``) or smallest slope from ``anchor`` to a candidate (the
+    start point too if ``incl_start``; coordinates as ``_candidates``), an exact fraction
+    (num, den), den > 0 (den = 0: none); and the end point: (num, den, x, y)."""
+    ranges, super_hulls, hulls, sums = S.ranges, S.super_hulls, S.hulls, S.sums
+    ax, ay = anchor
+    bn = 0
+    bd = 0
+    if incl_start:
+        bn, bd = _extreme(origin[0] - ax, origin[1] - ay, bn, bd, want_max)
+    n, lx, ly = _candidates(S, start, end, incl_start, origin)
+    for r in range(n):
+        kind, row, _, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            bn, bd = _extreme(bx + xy[0, u] - ax, by + xy[1, u] - ay, bn, bd, want_max)
+    return bn, bd, lx, ly
+
+
+@njit(cache=True)
+def _lowest(S, start, end, slope):
+    """The least y * dx - x * dy over the candidates (start point excluded, coordinates
+    relative to it), slope = (dx, dy): the lowest point under that slope (0 if none); and
+    the end point: (least, x, y)."""
+    ranges, super_hulls, hulls, sums = S.ranges, S.super_hulls, S.hulls, S.sums
+    dx, dy = slope
+    low = 0
+    found = False
+    n, lx, ly = _candidates(S, start, end, False, (0, 0))
+    for r in range(n):
+        kind, row, _, lo, hi, bx, by = _row(ranges, r)
+        xy = _coords(super_hulls, hulls, sums, kind, row)
+        for u in range(lo, hi):
+            v = (by + xy[1, u]) * dx - (bx + xy[0, u]) * dy
+            if not found or v < low:
+                low = v
+                found = True
+    return low, lx, ly
+
+
+@njit(cache=True, inline="always")
+def _row(ranges, r):
+    return (
+        ranges[r, 0],
+        ranges[r, 1],
+        ranges[r, 2],
+        ranges[r, 3],
+        ranges[r, 4],
+        ranges[r, 5],
+        ranges[r, 6],
+    )
 
 
 def hull_room(n: int) -> int:
@@ -596,14 +579,8 @@ def _best(scratch, n, ax, ay, sx, sy, want_max):
 
 @njit(cache=True)
 def _p1(S, x):
-    scores, lengths, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.lengths,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, lengths, order, block_ends = S.scores, S.lengths, S.order, S.block_ends
+    block_sums, meta = S.block_sums, S.meta
     m = meta[M_M]
     nb = meta[M_NB]
     if meta[M_N] == 0:
@@ -616,9 +593,8 @@ def _p1(S, x):
         ps, js = 0, 0
     else:
         ps, js = _pt_after(S, block_ends[b - 1], True)
-    pe, je = _pt_after(S, x, False)
     scratch = S.scratch
-    n = _hull(S, ps, js, pe, je, True, False)
+    n = _hull(S, (ps, js), _pt_after(S, x, False), True, False)
     ax = block_sums[b, 0] + 1
     ay = block_sums[b, 1] + 1
     bn, bd = _best(scratch, n, ax, ay, 0, 0, True)
@@ -633,13 +609,8 @@ def _p1(S, x):
 
 @njit(cache=True)
 def _p0(S, x):
-    scores, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, order, block_ends, block_sums = S.scores, S.order, S.block_ends, S.block_sums
+    meta = S.meta
     nb = meta[M_NB]
     if meta[M_N] == 0:
         return 0.0
@@ -651,7 +622,7 @@ def _p0(S, x):
     pe, je = _pt_after(S, block_ends[b], True)  # P_r
     # coordinates relative to P_{c-1} = (pc, jc - 1); the last hull vertex is always P_r
     scratch = S.scratch
-    n = _hull(S, pc, jc - 1, pe, je, False, False)
+    n = _hull(S, (pc, jc - 1), (pe, je), False, False)
     qx = scratch[n - 1, 0] - block_sums[b, 0]  # the anchor starts at P_{l-1}
     qy = scratch[n - 1, 1] - block_sums[b, 1]
     bn, bd = _best(scratch, n, qx, qy, 1, 0, False)
@@ -674,14 +645,8 @@ def _pair(S, x):
     coordinates offset by P_{c-1} - P_{l-1}, which p1's scan ends at. When a walk is
     needed (rare) or x's pools lie in different blocks, ``_p0`` / ``_p1`` answer.
     """
-    scores, sums, order, block_ends, block_sums, meta = (
-        S.scores,
-        S.sums,
-        S.order,
-        S.block_ends,
-        S.block_sums,
-        S.meta,
-    )
+    scores, sums, order, block_ends = S.scores, S.sums, S.order, S.block_ends
+    block_sums, meta = S.block_sums, S.meta
     if meta[M_N] == 0:
         return 0.0, 1.0
     nb = meta[M_NB]
@@ -689,10 +654,8 @@ def _pair(S, x):
     if b == nb or x < scores[order[0], 0]:  # above or below every score: one side is trivial
         return _p0(S, x), _p1(S, x)
     ps, js = (0, 0) if b == 0 else _pt_after(S, block_ends[b - 1], True)
-    pe, je = _pt_after(S, x, False)
-    ax = block_sums[b, 0] + 1
-    ay = block_sums[b, 1] + 1
-    _, bn, bd, lx, ly = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, ax, ay, True)
+    anchor = (block_sums[b, 0] + 1, block_sums[b, 1] + 1)
+    bn, bd, lx, ly = _steepest(S, (ps, js), _pt_after(S, x, False), True, (0, 0), anchor, True)
     if b + 1 < nb and block_sums[b + 1, 1] * bd < bn * block_sums[b + 1, 0]:
         p1 = _p1(S, x)
     else:
@@ -705,8 +668,8 @@ def _pair(S, x):
     if tc != x:  # p1's scan ended at P_c: step back to P_{c-1}
         lx -= sums[cid, 0, jc] - sums[cid, 0, jc - 1]
         ly -= sums[cid, 1, jc] - sums[cid, 1, jc - 1]
-    pr, jr = _pt_after(S, block_ends[b], True)  # P_r
-    _, bn, bd, _, _ = _scan(S, pc, jc - 1, pr, jr, False, False, SLOPE, lx, ly, -1, 0, False)
+    pr = _pt_after(S, block_ends[b], True)  # P_r
+    bn, bd, _, _ = _steepest(S, (pc, jc - 1), pr, False, (lx, ly), (-1, 0), False)
     if b > 0 and block_sums[b - 1, 1] * bd > bn * block_sums[b - 1, 0]:
         return _p0(S, x), p1
     return bn / bd, p1
@@ -755,7 +718,7 @@ def _fix_blocks(S, x):
         scratch[0, 1] = 0
         h = 1
     else:  # the block's local GCM
-        h = _hull(S, ps, js, pe, je, True, True)
+        h = _hull(S, (ps, js), (pe, je), True, True)
     # sub-blocks = hull segments, then PAVA against the neighbours; the stack reuses the scratch
     ns = 0
     li = b - 1
@@ -829,8 +792,7 @@ def _fast_fix(S, x, y, dw, deleted):
     if (y == 1) == (dw == 1):  # the chord rises
         if b + 1 < nb and block_sums[b + 1, 1] * w < s * block_sums[b + 1, 0]:
             return False
-        pe, je = _pt_after(S, x, False)
-        _, bn, bd, _, _ = _scan(S, ps, js, pe, je, True, False, SLOPE, 0, 0, w, s, True)
+        bn, bd, _, _ = _steepest(S, (ps, js), _pt_after(S, x, False), True, (0, 0), (w, s), True)
         if bn * w > s * bd:
             return False
     else:
@@ -841,7 +803,7 @@ def _fast_fix(S, x, y, dw, deleted):
         if qs == pe and qj == je:
             return False
         # is a point strictly below the new chord, the line through P'_r of slope s / w?
-        _, low, _, ex, ey = _scan(S, qs, qj, pe, je, False, False, LINE, 0, 0, w, s, False)
+        low, ex, ey = _lowest(S, (qs, qj), (pe, je), (w, s))
         if low < ey * w - ex * s:
             return False
     block_sums[b, 0] = w
@@ -924,14 +886,8 @@ def _stale(S, pos):
 @njit(cache=True)
 def _insert_pos(S, pos, cid, first):
     """Put chunk cid at position pos (pos >= 1); it joins the super-chunk of pos - 1."""
-    order, firsts, meta, supers, super_info, free_supers = (
-        S.order,
-        S.firsts,
-        S.meta,
-        S.supers,
-        S.super_info,
-        S.free_supers,
-    )
+    order, firsts, meta, supers = S.order, S.firsts, S.meta, S.supers
+    super_info, free_supers = S.super_info, S.free_supers
     m = meta[M_M]
     for k in range(m, pos, -1):
         order[k] = order[k - 1]
@@ -958,15 +914,8 @@ def _insert_pos(S, pos, cid, first):
 
 @njit(cache=True)
 def _delete_pos(S, pos):
-    order, firsts, meta, free_ids, supers, super_info, free_supers = (
-        S.order,
-        S.firsts,
-        S.meta,
-        S.free_ids,
-        S.supers,
-        S.super_info,
-        S.free_supers,
-    )
+    order, firsts, meta, free_ids = S.order, S.firsts, S.meta, S.free_ids
+    supers, super_info, free_supers = S.supers, S.super_info, S.free_supers
     free_ids[meta[M_NFREE]] = order[pos]
     meta[M_NFREE] += 1
     m = meta[M_M]
@@ -991,15 +940,8 @@ def _delete_pos(S, pos):
 
 @njit(cache=True)
 def _split(S, pos):
-    scores, sums, hulls, lengths, order, meta, free_ids = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.meta,
-        S.free_ids,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, meta, free_ids = S.order, S.meta, S.free_ids
     cid = order[pos]
     L = lengths[cid, 0]
     half = L // 2
@@ -1024,16 +966,8 @@ def add(S, x, y):
     """Add one pair. Returns fix_blocks' code, or NEED_ROOM (nothing changed) when a split
     could find no free chunk or super-chunk id or the hull scratch is full: the caller grows
     the arrays and retries."""
-    scores, sums, hulls, lengths, order, firsts, meta, free_ids = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.firsts,
-        S.meta,
-        S.free_ids,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, firsts, meta, free_ids = S.order, S.firsts, S.meta, S.free_ids
     supers, super_info, free_supers = S.supers, S.super_info, S.free_supers
     if (
         (meta[M_NIDS] == scores.shape[0] and meta[M_NFREE] == 0)
@@ -1113,15 +1047,8 @@ def _absorb_next(S, pos):
 @njit(cache=True)
 def remove(S, x, y):
     """Remove one pair. Returns ERR_NOT_HELD (state untouched) or fix_blocks' code."""
-    scores, sums, hulls, lengths, order, firsts, meta = (
-        S.scores,
-        S.sums,
-        S.hulls,
-        S.lengths,
-        S.order,
-        S.firsts,
-        S.meta,
-    )
+    scores, sums, hulls, lengths = S.scores, S.sums, S.hulls, S.lengths
+    order, firsts, meta = S.order, S.firsts, S.meta
     m = meta[M_M]
     if m == 0:
         return ERR_NOT_HELD
@@ -1174,16 +1101,10 @@ def remove(S, x, y):
 def build_hulls(S):
     """Chunk hulls, then super-chunk hulls, of a freshly bulk-built state."""
     sums, hulls, lengths, order, meta = S.sums, S.hulls, S.lengths, S.order, S.meta
-    supers, super_info, super_hulls, super_where = (
-        S.supers,
-        S.super_info,
-        S.super_hulls,
-        S.super_where,
-    )
     for pos in range(meta[M_M]):
         _chunk_hull(sums, hulls, lengths, order[pos], 0)
     for g in range(meta[M_NS]):
-        _refresh_super(sums, hulls, lengths, order, supers, super_info, super_hulls, super_where, g)
+        _refresh_super(S, g)
 
 
 @njit(cache=True)

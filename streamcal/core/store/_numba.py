@@ -66,6 +66,7 @@ class NumbaStore(ScoreStore):
         self._order = np.zeros(n_chunks, np.int64)
         self._firsts = np.zeros(n_chunks, np.float64)
         self._free_ids = np.zeros(n_chunks, np.int64)
+        self._ranges = np.zeros((3 * n_chunks, 7), np.int64)  # a scan's work list, not state
         self._block_ends = np.zeros(n_blocks, np.float64)
         self._block_sums = np.zeros((n_blocks, 2), np.int64)
         self._meta = np.zeros(K.META_SIZE, np.int64)
@@ -111,6 +112,7 @@ class NumbaStore(ScoreStore):
                 "_free_ids",
             ):
                 setattr(self, name, self._grown(getattr(self, name), new))
+            self._ranges = np.zeros((3 * new, 7), np.int64)
             self._pack()
         n = self._super_info.shape[0]
         if meta[K.M_NSIDS] == n and meta[K.M_NSFREE] == 0:
@@ -275,24 +277,18 @@ class NumbaStore(ScoreStore):
         ns = int(meta[K.M_NS])
         assert self._supers[0, 0] == 0 and self._supers[ns, 0] == m
         assert (np.diff(self._supers[: ns + 1, 0]) > 0).all(), "an empty or misordered super-chunk"
-        si, sh, shj = self._super_info.copy(), self._super_hulls.copy(), self._super_where.copy()
+        si, sh, sw = self._super_info.copy(), self._super_hulls.copy(), self._super_where.copy()
+        arrays = {name: getattr(self, "_" + name) for name in K.STATE_FIELDS}
+        arrays.update(super_info=si, super_hulls=sh, super_where=sw)
+        copy = K.new_state(*(arrays[name] for name in K.STATE_FIELDS))  # refreshes write here
         for g in range(ns):
             sid = int(self._supers[g, 1])
             if self._super_info[sid, 2] >= 0:
-                K._refresh_super(
-                    self._sums,
-                    self._hulls,
-                    self._lengths,
-                    self._order,
-                    self._supers,
-                    si,
-                    sh,
-                    shj,
-                    g,
-                )
+                K._refresh_super(copy, g)
                 np.testing.assert_array_equal(self._super_info[sid], si[sid])
                 h = int(si[sid, 2])
                 np.testing.assert_array_equal(self._super_hulls[sid, :, :h], sh[sid, :, :h])
+                np.testing.assert_array_equal(self._super_where[sid, :h], sw[sid, :h])
         # blocks: ends increasing, totals adding up, and the fit equal to PAVA's
         nb = int(meta[K.M_NB])
         ends, bws = self._block_ends[:nb], self._block_sums[:nb]

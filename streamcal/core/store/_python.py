@@ -40,6 +40,7 @@ from streamcal.core.validate import check_label, check_score, check_test_scores
 
 _max = np.maximum.reduce  # ndarray.max() goes through a Python-level wrapper first
 _min = np.minimum.reduce
+_sub, _add, _mul, _div = np.subtract, np.add, np.multiply, np.divide
 
 __all__ = ["PythonStore"]
 
@@ -68,6 +69,10 @@ class PythonStore(ScoreStore):
         self._ends: list[float] = []  # per block: score of its last group
         self._bw: list[int] = []  # per block: count
         self._bs: list[int] = []  # per block: ones
+        # Scratch for the block scans: a chunk has at most 2 * load + 1 points, and writing
+        # into these instead of fresh arrays saves an allocation per numpy pass.
+        self._u = np.empty(2 * self._load + 2)
+        self._v = np.empty(2 * self._load + 2)
 
     @classmethod
     def _from_groups(cls, t, w, s, chunk=None) -> PythonStore:
@@ -157,23 +162,29 @@ class PythonStore(ScoreStore):
             j = len(lists[pos])
         return pos, j
 
-    def _pieces(self, ps, js, pe, je):
-        """The points (ps, js)..(pe, je) chunk by chunk as (counts, ones, bx, by): views of
-        a chunk's cumulative sums and what to add to them for coordinates relative to
-        point (ps, js)."""
+    def _spans(self, ps, js, pe, je):
+        """The points (ps, js)..(pe, je) chunk by chunk: (pos, counts, ones, lo, hi, bx, by),
+        the points lo..hi of chunk pos's cumulative sums plus (bx, by) being their
+        coordinates relative to point (ps, js). lo > hi: no point of that chunk."""
         cw, cs = self._cw, self._cs
         bx = -int(cw[ps][js])
         by = -int(cs[ps][js])
         pos, lo = ps, js
         while pos < pe:
-            a, b = cw[pos], cs[pos]
-            yield a[lo:], b[lo:], bx, by
+            a, c = cw[pos], cs[pos]
+            yield pos, a, c, lo, len(a) - 1, bx, by
             bx += int(a[-1])
-            by += int(b[-1])
+            by += int(c[-1])
             pos += 1
             lo = 1  # point 0 of this chunk is the last point of the previous one
-        if lo <= je:
-            yield cw[pe][lo : je + 1], cs[pe][lo : je + 1], bx, by
+        yield pe, cw[pe], cs[pe], lo, je, bx, by
+
+    def _pieces(self, ps, js, pe, je):
+        """The points (ps, js)..(pe, je) chunk by chunk as (counts, ones, bx, by): views of
+        a chunk's cumulative sums and what to add to them (see ``_spans``)."""
+        for _, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
+            if lo <= hi:
+                yield a[lo : hi + 1], c[lo : hi + 1], bx, by
 
     def _offset(self, ps, js, pe, je) -> tuple[int, int]:
         """Coordinates of point (pe, je) relative to point (ps, js)."""
@@ -208,26 +219,18 @@ class PythonStore(ScoreStore):
     def _below_chord(self, ps, js, pe, je, w, s, fs=-1, fj=0) -> bool:
         """Is a point of the range, from point (fs, fj) on if given, strictly below the line
         of slope s / w through (ps, js)? Exact: int64 products."""
-        cw, cs = self._cw, self._cs
-        bx = -int(cw[ps][js])
-        by = -int(cs[ps][js])
-        pos, lo = ps, js
-        while True:
-            a, c = cw[pos], cs[pos]
-            hi = je if pos == pe else len(a) - 1
-            if pos >= fs:
-                if pos == fs and fj > lo:
-                    lo = fj
-                if lo <= hi:
-                    low = _min(c[lo : hi + 1] * w - a[lo : hi + 1] * s)
-                    if low < bx * s - by * w:
-                        return True
-            if pos == pe:
-                return False
-            bx += int(a[-1])
-            by += int(c[-1])
-            pos += 1
-            lo = 1
+        u, v = self._u, self._v
+        for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
+            if pos < fs:
+                continue
+            if pos == fs and fj > lo:
+                lo = fj
+            if lo <= hi:
+                k = hi + 1 - lo
+                t = _mul(c[lo : hi + 1], w, out=u[:k])
+                if _min(_sub(t, _mul(a[lo : hi + 1], s, out=v[:k]), out=t)) < bx * s - by * w:
+                    return True
+        return False
 
     # ------------------------------------------------------------------ queries
 
@@ -253,33 +256,26 @@ class PythonStore(ScoreStore):
         pe, je = self._after(ends[b], True)  # P_r
         if (pd == ps and jd == js) or (pc == pe and jc == je):
             return self._p0(x), self._p1(x)
-        cw, cs = self._cw, self._cs
         ax = bw[b] + 1
         ay = bs[b] + 1
         p1 = -1.0
         p0 = 2.0
-        bx = -int(cw[ps][js])
-        by = -int(cs[ps][js])
-        pos, lo = ps, js
-        while True:
-            a, c = cw[pos], cs[pos]
-            hi = je if pos == pe else len(a) - 1
+        u, v = self._u, self._v
+        for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos <= pd:
                 top = jd if pos == pd else hi
-                v = _max(((ay - by) - c[lo : top + 1]) / ((ax - bx) - a[lo : top + 1]))
-                if v > p1:
-                    p1 = v
+                k = max(top + 1 - lo, 0)
+                num = _sub(ay - by, c[lo : top + 1], out=u[:k])
+                m = _max(_div(num, _sub(ax - bx, a[lo : top + 1], out=v[:k]), out=num))
+                if m > p1:
+                    p1 = m
             if pos >= pc:
-                start = jc if pos == pc else lo
-                v = _min((by + c[start : hi + 1]) / ((bx + 1) + a[start : hi + 1]))
-                if v < p0:
-                    p0 = v
-            if pos == pe:
-                break
-            bx += int(a[-1])
-            by += int(c[-1])
-            pos += 1
-            lo = 1
+                k = max(hi + 1 - (jc if pos == pc else lo), 0)
+                start = hi + 1 - k
+                num = _add(by, c[start : hi + 1], out=u[:k])
+                m = _min(_div(num, _add(bx + 1, a[start : hi + 1], out=v[:k]), out=num))
+                if m < p0:
+                    p0 = m
         if b + 1 < nb and bs[b + 1] / bw[b + 1] < p1:
             p1 = self._p1(x)
         if b > 0 and bs[b - 1] / bw[b - 1] > p0:
