@@ -46,6 +46,21 @@ def create_topics(bootstrap: str, names, partitions: int = P) -> None:
         admin.close()
 
 
+def produce_while_stopped(bootstrap: str, procs, records) -> None:
+    """Produce ``records`` while ``procs`` are stopped (SIGSTOP), so that they find all of
+    them in the topics when they go on. Live input is merged in arrival order refined by
+    timestamps (a partition read as caught up while another already has newer records
+    can release a unit's events before labels that come later): only input already in
+    the topics is read in the one order an uninterrupted run over the whole topics reads
+    it. The processes fetch it in one response (no fetch in flight: one is answered
+    within fetch_max_wait_ms) and parse it in one poll (--poll-max-records above its
+    size)."""
+    for p in procs:
+        p.send_signal(signal.SIGSTOP)
+    time.sleep(0.5)
+    produce_at_once(bootstrap, records)
+
+
 def produce_at_once(bootstrap: str, records) -> None:
     """Produce ``records`` in one request, so that a consumer reading live sees all the
     partitions' new records together: the merge order, hence the predictions, are then
@@ -73,7 +88,8 @@ def topics_for(unique_topics: dict, suffix: str) -> dict:
 
 def settings(bootstrap, topics, **extra) -> dict:
     values = dict(scope="partition", state_topic=topics["state"], window=200,
-                  checkpoint_interval=0.3, metrics_every=100)  # fmt: skip
+                  checkpoint_interval=0.3, metrics_every=100,
+                  poll_max_records=20_000)  # fmt: skip
     return base_settings(bootstrap, topics, **{**values, **extra})
 
 
@@ -201,7 +217,9 @@ def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_to
         wait(lambda: held_units(second_log), 90, "the joiner's units")
         assert held_units(first_log) | held_units(second_log) == set(range(P))
         assert not held_units(first_log) & held_units(second_log)
-        produce_at_once(kafka_broker, records(run, 1))
+        produce_while_stopped(kafka_broker, procs, records(run, 1))
+        for p in procs:
+            p.send_signal(signal.SIGCONT)
         got = predictions(kafka_broker, run["predictions"], n)
         stop_all(procs)
     finally:
@@ -259,13 +277,16 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
         topic = StateTopic({"bootstrap_servers": kafka_broker}, run["state"], run["group"],
                            CHECKPOINT_KEY.encode(), None)  # fmt: skip
         wait(lambda: victim <= set(topic.read()), 30, "the victim's checkpoints")
+        # The second half comes while all are stopped; then the victim dies mid-stream.
+        rest = (events[len(first) :], [lab for lab in labels if lab[2] >= cut])
+        produce_while_stopped(kafka_broker, procs, records(run, rest))
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
         shutil.rmtree(dirs[0])
         killed_at = time.monotonic()
         seen = [len(open(x).readlines()) for x in logs]
-        rest = (events[len(first) :], [lab for lab in labels if lab[2] >= cut])
-        produce_at_once(kafka_broker, records(run, rest))
+        for p in procs[1:]:
+            p.send_signal(signal.SIGCONT)
         # The survivors take the victim's units over (from the state topic).
         wait(lambda: held_units(logs[1]) | held_units(logs[2]) == set(range(P)), 60, "takeover")
         takeover = time.monotonic() - killed_at
