@@ -62,6 +62,38 @@ def _topics(unique_topics: dict, suffix: str) -> dict:
     return {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
 
 
+def kill_9_twice_then_finish(settings: dict, state_dir, metrics) -> int:
+    """Run ``streamcal run`` with ``settings`` as a subprocess, kill it with kill -9 at a
+    random moment after its first checkpoint, twice, then run it to the end of its input
+    (``--max-idle-s 1.5``). Returns the seed of the kill moments (for failure notes)."""
+    seed = random.SystemRandom().randrange(2**32)
+    rng = random.Random(seed)
+    kills = 0
+    for _ in range(2):
+        proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.DEVNULL)
+        try:
+            _wait_for_lines(metrics, len(_lines(metrics)), proc)
+            # Kill only once a checkpoint exists (else the restart has nothing to resume
+            # from, and a fast processor could be killed twice before its first one).
+            deadline = time.monotonic() + 60
+            while not list(state_dir.glob("checkpoint-*.ckpt")):
+                assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.6))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                kills += 1
+            proc.wait()
+    assert kills == 2
+    assert list(state_dir.glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
+    done = subprocess.run(
+        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return seed
+
+
 def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique_topics, tmp_path):
     n = 1500
     events, labels = synthetic_stream(n, seed=11, shuffle_labels=400, missing=frozenset({5, 77}))
@@ -79,35 +111,11 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique
     ref_final = Processor(ref).run(max_idle_s=1.5)
 
     # The same input, with kill -9 at random moments and restarts.
-    seed = random.SystemRandom().randrange(2**32)
-    rng = random.Random(seed)
     metrics = tmp_path / "metrics.jsonl"
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    kills = 0
-    for _ in range(2):
-        proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.DEVNULL)
-        try:
-            _wait_for_lines(metrics, len(_lines(metrics)), proc)
-            # Kill only once a checkpoint exists (else the restart has nothing to resume
-            # from, and a fast processor could be killed twice before its first one).
-            deadline = time.monotonic() + 60
-            while not list((tmp_path / "state").glob("checkpoint-*.ckpt")):
-                assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
-                time.sleep(0.02)
-            time.sleep(rng.uniform(0.0, 0.6))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                kills += 1
-            proc.wait()
-    assert kills == 2
-    assert list((tmp_path / "state").glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
-    done = subprocess.run(
-        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    seed = kill_9_twice_then_finish(settings, tmp_path / "state", metrics)
     crash_final = _lines(metrics)[-1]
 
     note = f"(kill moments seed {seed})"

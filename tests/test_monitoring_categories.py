@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
 from collections import Counter
 
 import numpy as np
@@ -177,3 +178,53 @@ def test_report_draws_one_row_per_category(tmp_path):
     plain.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\n')
     write_report(plain, tmp_path / "s")
     assert not (tmp_path / "s" / "categories.png").exists()
+
+
+def test_each_unit_publishes_its_own_categories():
+    """Processor lines carry unit and instance: a unit's new category set replaces only
+    its own, and the series carry unit, instance and category."""
+    exporter = PrometheusExporter(None)
+    t = CalibrationTracker()
+    for c in ("de", "fr"):
+        t.update(0.2, 0.4, 1, category=c)
+    assert [r["category"] for r in t.category_snapshots()] == ["de", "fr"]
+    for unit in ("0", "1"):
+        labels = {"unit": unit, "instance": "a"}
+        exporter.update({**t.snapshot(), "events": 2, **labels})
+        exporter.update_categories(t.category_snapshots(), labels)
+    exporter.update_categories(
+        [dict(t.category_snapshots()[1], labels=7)], {"unit": "1", "instance": "a"}
+    )
+    text = generate_latest(exporter.registry).decode()
+    assert 'streamcal_labels_total{category="de",instance="a",unit="0"} 1.0' in text
+    assert 'streamcal_labels_total{category="de",instance="a",unit="1"}' not in text
+    assert 'streamcal_labels_total{category="fr",instance="a",unit="1"} 7.0' in text
+    assert 'streamcal_labels_total{category="",instance="a",unit="1"} 2.0' in text
+    assert 'streamcal_events_total{instance="a",unit="0"} 2.0' in text
+    exporter.close()
+
+
+def test_report_of_a_processor_log_with_units_and_categories(tmp_path):
+    """A metric log as `streamcal run --by --scope partition` writes it: each unit's line,
+    then its category lines. The totals pool the units' lines only; category rows are
+    per unit."""
+    pytest.importorskip("matplotlib")
+    rng = random.Random(5)
+    trackers = {u: CalibrationTracker() for u in ("0", "1")}
+    lines = []
+    for step in range(3):
+        for u, t in trackers.items():
+            for _ in range(50):
+                p0 = rng.random() * 0.7
+                t.update(p0, p0 + 0.2, rng.random() < p0 + 0.1, category=rng.choice("ab"))
+            labels = {"unit": u, "instance": "i" + u}
+            lines.append({**t.snapshot(reliability=True), "events": 50 * (step + 1), **labels})
+            lines += [{**row, **labels} for row in t.category_snapshots()]
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    write_report(log, tmp_path / "r")
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["labels"] == 300 and set(summary["units"]) == {"0", "1"}
+    names = sorted(r["category"] for r in summary["categories"])
+    assert names == ["a @ unit 0", "a @ unit 1", "b @ unit 0", "b @ unit 1"]
+    assert sum(r["labels"] for r in summary["categories"]) == 300

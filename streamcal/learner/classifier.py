@@ -241,21 +241,38 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         """Categories dropped so far to stay within ``max_categories`` (0 without ``by``)."""
         return getattr(self._state, "evictions", 0)
 
+    def _category(self, kwargs) -> tuple:
+        """``(category,)`` if the caller gave ``category=``, else ``()``."""
+        if "category" not in kwargs:
+            return ()
+        if self.by is None:
+            raise ValueError("category= is for a Mondrian classifier (by=...)")
+        return (kwargs["category"],)
+
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
-        """The Venn-Abers pair for ``x``, its merge and the raw model score."""
-        score, p0, p1 = self._state.predict(x)
+        """The Venn-Abers pair for ``x``, its merge and the raw model score.
+
+        With ``by``, ``category=c`` gives the object's category instead of deriving it
+        from ``x`` (e.g. a field of a record that is not a feature); ``learn_one`` then
+        needs the same ``category=c``.
+        """
+        st = self._state
+        score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
         return VennAbersInterval(p0, p1, SCALAR_MERGES[self.merge](p0, p1), score)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
-        _, p0, p1 = self._state.predict(x)
+        _, p0, p1 = self._state.predict(x, *self._category(kwargs))
         p = SCALAR_MERGES[self.merge](p0, p1)
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict, **kwargs) -> bool:
-        return self.predict_proba_one(x)[True] > 0.5
+        return self.predict_proba_one(x, **kwargs)[True] > 0.5
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
-        self._state.learn(x, check_label(y))
+        if kwargs:
+            self._state.learn(x, check_label(y), *self._category(kwargs))
+        else:
+            self._state.learn(x, check_label(y))
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the river model's own pickle, and the
@@ -274,13 +291,34 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             "merge": self.merge,
             "window": self.window,
             "refresh_every": self.refresh_every,
+            "by": None if callable(self.by) else self.by,
+            "mondrian": self.by is not None,
+            "min_category": self.min_category,
+            "fallback": self.fallback,
+            "max_categories": self.max_categories,
             "model": pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL),
             "mode_state": self._state.to_state(),
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> VennAbersClassifier:
-        """The classifier ``to_state`` described (unpickles the model: trusted input only)."""
+    def from_state(cls, state: dict, by=None) -> VennAbersClassifier:
+        """The classifier ``to_state`` described (unpickles the model: trusted input only).
+
+        A callable ``by`` is not plain data: pass it again as ``by``.
+
+        >>> from river import linear_model
+        >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), window=3, by="g")
+        >>> for i in range(9):
+        ...     clf.learn_one({"a": float(i), "g": i % 2}, i % 3 == 0)
+        >>> copy = VennAbersClassifier.from_state(clf.to_state())
+        >>> x = {"a": 2.5, "g": 1}
+        >>> copy.predict_interval_one(x) == clf.predict_interval_one(x)
+        True
+        """
+        if state["mondrian"]:
+            by = state["by"] if by is None else by
+            if by is None:
+                raise ValueError("this classifier was saved with a callable by: pass it as by=")
         model = pickle.loads(state["model"])
         clf = cls(
             model,
@@ -288,7 +326,13 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             merge=state["merge"],
             window=state["window"],
             refresh_every=state["refresh_every"],
+            by=by if state["mondrian"] else None,
+            min_category=state["min_category"],
+            fallback=state["fallback"],
+            max_categories=state["max_categories"],
         )
-        mode_cls = type(clf._state)
-        clf._state = mode_cls.from_state(model, state["mode_state"])
+        if state["mondrian"]:
+            clf._state.load_state(state["mode_state"])
+        else:
+            clf._state = type(clf._state).from_state(model, state["mode_state"])
         return clf

@@ -51,6 +51,8 @@ from streamcal.learner.va import VennAbers
 
 __all__ = ["MondrianVennAbers", "category_of"]
 
+_FROM_X = object()  # no category given: derive it from x with ``by``
+
 
 def category_of(by, x):
     """The category of ``x``: ``by(x)`` if ``by`` is callable, else the feature ``x[by]``
@@ -63,12 +65,20 @@ def category_of(by, x):
     >>> category_of("country", {"amount": 3.0}) is None
     True
     """
-    c = by(x) if callable(by) else x.get(by)
+    return _hashable(by(x) if callable(by) else x.get(by))
+
+
+def _hashable(c):
     try:
         hash(c)
     except TypeError:
         raise TypeError(f"the category of an object must be hashable, got {c!r}") from None
     return c
+
+
+def _key(c):
+    """A category as read back from plain data: JSON-like formats turn tuples into lists."""
+    return tuple(_key(v) for v in c) if isinstance(c, list) else c
 
 
 class _Category(PretrainedVennAbers):
@@ -87,6 +97,19 @@ class _Category(PretrainedVennAbers):
             self.store.remove(item[2], item[1])
             self.owner._leave(self.positions.popleft(), item)
         self.n_learned += k
+
+    def to_state(self) -> dict:
+        return {**super().to_state(), "positions": list(self.positions)}
+
+    @classmethod
+    def from_state(cls, owner: MondrianVennAbers, state: dict) -> _Category:
+        """The category ``to_state`` described, handing over to ``owner``."""
+        self = cls(owner)
+        plain = PretrainedVennAbers.from_state(owner.model, state)
+        for k in ("store", "calibration", "n_seen", "n_learned", "version"):
+            setattr(self, k, getattr(plain, k))
+        self.positions = deque(state["positions"])
+        return self
 
     def rescore(self) -> None:
         """Score the calibration set with the (new) model and rebuild the store."""
@@ -144,8 +167,9 @@ class MondrianVennAbers:
             return SimplifiedVennAbers(self.model, self.window, self.refresh_every)
         return VennAbers(self.model, self.window)
 
-    def predict(self, x) -> tuple[float, float, float]:
-        st = self.categories.get(category_of(self.by, x))
+    def predict(self, x, category=_FROM_X) -> tuple[float, float, float]:
+        c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
+        st = self.categories.get(c)
         if st is None:
             s = score_one(self.model, x)
             if self.pooled is None:
@@ -160,8 +184,8 @@ class MondrianVennAbers:
             st._cache, st._seen = None, self._n_model_learns  # another category taught it
         return st.predict(x)
 
-    def learn(self, x, y: int) -> None:
-        c = category_of(self.by, x)
+    def learn(self, x, y: int, category=_FROM_X) -> None:
+        c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
         if st is None:
             if len(self.categories) >= self.max_categories:
@@ -217,3 +241,42 @@ class MondrianVennAbers:
         if self.mode == "pretrained":  # never learned by the model: it may learn them now
             for position, item in zip(st.positions, st.calibration, strict=True):
                 self._leave(position, item)
+
+    # ------------------------------------------------------------------ state
+    def to_state(self) -> dict:
+        """Plain data (the model and the settings are the classifier's to keep): each
+        category's mode state, least recently labelled first, and the objects waiting for
+        the model. A callable ``by`` is not data: ``by`` is None then, and the caller
+        passes it again to ``from_state``."""
+        return {
+            "by": None if callable(self.by) else self.by,
+            "categories": [[c, st.to_state()] for c, st in self.categories.items()],
+            "evictions": self.evictions,
+            "n_seen": self.n_seen,
+            "n_learned": self.n_learned,
+            "waiting": [[position, x, y] for position, x, y in self.waiting],
+            "n_model_learns": self._n_model_learns,
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Replace this (new, empty) object's state by the one ``to_state`` described."""
+        self.categories = OrderedDict()
+        for c, st_state in state["categories"]:
+            if self.mode == "pretrained":
+                st = _Category.from_state(self, st_state)
+            elif self.mode == "sva":
+                st = SimplifiedVennAbers.from_state(self.model, st_state)
+            else:
+                st = VennAbers.from_state(self.model, st_state)
+            st._seen = state["n_model_learns"]  # the restored caches are empty anyway
+            self.categories[_key(c)] = st
+        self.evictions = state["evictions"]
+        self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
+        self.waiting = [(position, x, y) for position, x, y in state["waiting"]]
+        self._n_model_learns = state["n_model_learns"]
+        if self.pooled is not None:  # the union of the categories' calibration sets
+            arrays = [st.store.to_arrays() for st in self.categories.values()]
+            if arrays:
+                self.pooled = ScoreStore.from_arrays(
+                    np.concatenate([a[0] for a in arrays]), np.concatenate([a[1] for a in arrays])
+                )

@@ -64,6 +64,18 @@ class _Sums:
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
 
+    def to_state(self) -> dict:
+        state = self.__getstate__()
+        state["bins"] = [list(v) if isinstance(v, list) else v for v in self.bins.__getstate__()]
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict) -> _Sums:
+        self = cls.__new__(cls)
+        self.__setstate__({**state, "bins": ReliabilityBins.__new__(ReliabilityBins)})
+        self.bins.__setstate__(tuple(list(v) if isinstance(v, list) else v for v in state["bins"]))
+        return self
+
     def __setstate__(self, state):
         for k in self.__slots__:
             setattr(self, k, state[k])
@@ -112,3 +124,27 @@ class CategoryBreakdown:
         if other.labels:
             out.append(other.row(OTHER))
         return out
+
+    def to_state(self) -> dict:
+        """Plain data; ``from_state`` rebuilds it."""
+        return {
+            "top_k": self.top_k,
+            "bins": self.bins,
+            "max_categories": self.max_categories,
+            "sums": [[c, s.to_state()] for c, s in self.sums.items()],
+            "untracked": self.untracked.to_state(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> CategoryBreakdown:
+        """The breakdown ``to_state`` described.
+
+        >>> b = CategoryBreakdown(top_k=1, bins=2)
+        >>> b.update("a", 0.2, 0.4, 1, p=0.3, log=1.2, square=0.49)
+        >>> CategoryBreakdown.from_state(b.to_state()).rows() == b.rows()
+        True
+        """
+        self = cls(state["top_k"], state["bins"], state["max_categories"])
+        self.sums = {c: _Sums.from_state(s) for c, s in state["sums"]}
+        self.untracked = _Sums.from_state(state["untracked"])
+        return self

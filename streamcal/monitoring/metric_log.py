@@ -180,20 +180,30 @@ def read_metric_log(path, progress: bool = False) -> list[dict]:
 
 
 def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
-    """(the lines without label values, in order; the last line of each category).
+    """(the lines without a category, in order; the last line of each category).
+
+    Lines of a processor also carry ``unit`` and ``instance``: a line without a category
+    is its unit's whole stream. With category lines of several units, each unit's
+    category is its own row, named ``"CATEGORY @ unit UNIT"``.
 
     >>> whole, by_category = split_labelled([{"labels": 1}, {"labels": 1, "category": "a"},
     ...                                      {"labels": 2}, {"labels": 2, "category": "a"}])
     >>> whole, by_category
     ([{'labels': 1}, {'labels': 2}], {'a': {'labels': 2, 'category': 'a'}})
     """
-    whole, by_category = [], {}
+    whole, rows = [], {}
     for line in log:
-        # A unit's line (labels unit, instance) is the whole stream of that unit.
-        if line.get(schema.CATEGORY) is None:
+        c = line.get(schema.CATEGORY)
+        if c is None:
             whole.append(line)
         else:
-            by_category[line[schema.CATEGORY]] = line
+            rows[(line.get("unit"), c)] = line
+    if len({unit for unit, _ in rows}) <= 1:
+        return whole, {c: line for (_, c), line in rows.items()}
+    by_category = {}
+    for (unit, c), line in rows.items():
+        name = f"{c} @ unit {unit}"
+        by_category[name] = {**line, schema.CATEGORY: name}
     return whole, by_category
 
 

@@ -70,8 +70,8 @@ class _LineCollector:
                 rows.append((line, value))
             if not rows:
                 continue
-            # Only the labels some line carries: without per-category lines, the scrape
-            # is what it was before labels existed.
+            # Only the labels some line carries: unlabelled lines make unlabelled series,
+            # and without per-category lines the scrape is what it was before categories.
             names = [k for k in f.labels if any(line.get(k) is not None for line, _ in rows)]
             m = _FAMILIES[f.kind](
                 f"{self.prefix}_{f.prometheus_name}", f.help, labels=self.label_names + names
@@ -147,20 +147,23 @@ class PrometheusExporter:
         lines[_label_values(metric_line)] = dict(metric_line)
         self._collector.lines = lines
 
-    def update_categories(self, rows: list[dict]) -> None:
+    def update_categories(self, rows: list[dict], labels: dict | None = None) -> None:
         """Publish the per-category lines (``CalibrationTracker.category_snapshots()``) as
-        one set: categories that left the top k are no longer scraped."""
+        one set: categories that left the top k are no longer scraped. ``labels`` (e.g.
+        ``{"unit": "3", "instance": "a"}``) are added to every row, and the set replaced is
+        that of those labels only: each unit publishes its own categories."""
+        labels = dict(labels or {})
         for row in rows:
             if not isinstance(row, dict) or not isinstance(row.get(schema.CATEGORY), str):
                 raise ValueError(f"a category line needs a string 'category', got {row!r}")
-        lines = {
+        keep = {
             values: line
             for values, line in self._collector.lines.items()
-            if line.get(schema.CATEGORY) is None
+            if line.get(schema.CATEGORY) is None or any(line.get(k) != v for k, v in labels.items())
         }
-        self._collector.lines = lines
+        self._collector.lines = keep
         for row in rows:
-            self.update(row)
+            self.update({**row, **labels})
 
     def close(self) -> None:
         """Stop the HTTP server (idempotent) and leave the registry."""

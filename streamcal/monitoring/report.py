@@ -351,6 +351,18 @@ _READING = {
 }
 
 
+def _category_table(rows: list[dict]) -> str:
+    keys = schema.CATEGORY_KEYS
+    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in keys)
+    body = "".join(
+        f"<tr><td>{html.escape(str(r['category']))}</td>"
+        + "".join(_cell(r, k) for k in keys)
+        + f"<td>{html.escape(corollary1_verdict(r))}</td></tr>"
+        for r in rows
+    )
+    return f"<table><tr><th>category</th>{head}<th>Corollary 1</th></tr>{body}</table>"
+
+
 # The per-unit table: one row per unit, from its newest line.
 _UNIT_COLUMNS = ("events", "labels", "dead_letters", "log_loss", "ece", "mean_p0", "frequency",
                  "mean_p1")  # fmt: skip
@@ -387,19 +399,7 @@ def _units_html(units: dict, total: dict) -> str:
     )
 
 
-def _category_table(rows: list[dict]) -> str:
-    keys = schema.CATEGORY_KEYS
-    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in keys)
-    body = "".join(
-        f"<tr><td>{html.escape(str(r['category']))}</td>"
-        + "".join(_cell(r, k) for k in keys)
-        + f"<td>{html.escape(corollary1_verdict(r))}</td></tr>"
-        for r in rows
-    )
-    return f"<table><tr><th>category</th>{head}<th>Corollary 1</th></tr>{body}</table>"
-
-
-def _html(log, last, source, kind, title, out: Path, categories=(), units=None) -> str:
+def _html(log, last, source, kind, title, out: Path, units=None, categories=()) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -487,9 +487,12 @@ def write_report(
         lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
         if not lines:
             raise ValueError(f"{os.fspath(paths[0])}: no metric lines")
-        units = latest_by_unit(split_labelled(lines)[0])
+        lines, by_category = split_labelled(lines)
+        if not lines:
+            raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
+        units = latest_by_unit(lines)
         if len(units) > 1:
-            log = pooled_log(split_labelled(lines)[0])
+            log = pooled_log(lines)
             log[-1] = pool(units.values())
             kind = (
                 f"{len(paths)} metric log(s), {len(lines)} lines of {len(units)} units; the "
@@ -497,12 +500,13 @@ def write_report(
             )
         else:
             log = lines
-            kind = f"a metric log of {len(log)} lines; the tables show its last line"
+            kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
         log = metric_log_from_predictions(
             input_path, window=window, bins=bins, progress=progress, top_k=top_k
         )
-        n = split_labelled(log)[0][-1]["labels"]
+        log, by_category = split_labelled(log)
+        n = log[-1]["labels"]
         kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
     else:
         raise ValueError(
@@ -511,9 +515,6 @@ def write_report(
     _figure()  # fail on a missing matplotlib before creating anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    log, by_category = split_labelled(log)
-    if not log:
-        raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
     categories = list(by_category.values())
     last = log[-1]
     reliability_figure(last, out / "reliability.png")
@@ -525,8 +526,8 @@ def write_report(
     source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out,
-              categories, units),
+        _html(log, last, source, kind, title or "streamcal calibration report", out, units,
+              categories),
         encoding="utf-8",
     )  # fmt: skip
     doc = summary(last, categories)

@@ -307,10 +307,15 @@ class CalibrationTracker:
             out["raw_reliability"] = self._raw_rel.table() if self.raw_labels else None
         return out
 
+    def category_snapshots(self) -> list[dict]:
+        """Per-category metric lines: the top ``top_k`` categories by labels, then
+        ``"(other)"`` (when labels fell outside them); each ``{"category": str,
+        *CATEGORY_KEYS}``. Empty if no update had a category."""
+        return self._categories.rows()
+
     def to_state(self) -> dict:
-        """The tracker as plain data (numbers and lists); ``from_state`` rebuilds it.
-        Per-category statistics are not part of it: the stream processor gives no
-        categories."""
+        """The tracker as plain data (numbers and lists), per-category statistics
+        included; ``from_state`` rebuilds it."""
         return {
             "window": self.window,
             "bins": self.bins,
@@ -324,6 +329,7 @@ class CalibrationTracker:
             "p1": self._p1,
             "rel": list(self._rel.__getstate__()),
             "raw_rel": list(self._raw_rel.__getstate__()),
+            "categories": self._categories.to_state(),
         }
 
     @classmethod
@@ -335,7 +341,9 @@ class CalibrationTracker:
         >>> CalibrationTracker.from_state(t.to_state()).snapshot() == t.snapshot()
         True
         """
-        self = cls(state["window"], state["bins"])
+        categories = CategoryBreakdown.from_state(state["categories"])
+        self = cls(state["window"], state["bins"], categories.top_k, categories.max_categories)
+        self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
         self.raw_labels = state["raw_labels"]
         self._all.__setstate__(state["all"])
@@ -345,12 +353,6 @@ class CalibrationTracker:
         self._rel.__setstate__(tuple(state["rel"]))
         self._raw_rel.__setstate__(tuple(state["raw_rel"]))
         return self
-
-    def category_snapshots(self) -> list[dict]:
-        """Per-category metric lines: the top ``top_k`` categories by labels, then
-        ``"(other)"`` (when labels fell outside them); each ``{"category": str,
-        *CATEGORY_KEYS}``. Empty if no update had a category."""
-        return self._categories.rows()
 
     def __repr__(self):
         return f"CalibrationTracker(window={self.window}, bins={self.bins}, labels={self.labels})"

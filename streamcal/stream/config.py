@@ -146,6 +146,27 @@ class ProcessorConfig:
         "sva: rescoring period; not for va; default: the learner's)",
         "model",
     )
+    by: str | None = _opt(
+        None,
+        "Mondrian calibration: one calibration set per value of this field of an event (a "
+        "feature, or else a top-level field; missing: the category null), one shared model",
+        "model",
+    )
+    min_category: int | None = _opt(
+        None,
+        "with --by and --fallback pooled: categories with fewer calibration pairs are "
+        "answered from the pooled set (only the pooled guarantee)",
+        "model",
+    )
+    fallback: str | None = _opt(
+        None, "with --by: 'pooled' (needs --min-category and mode pretrained)", "model"
+    )
+    max_categories: int | None = _opt(
+        None,
+        "with --by: at most this many categories keep a calibration set, least recently "
+        "labelled evicted (default 1000)",
+        "model",
+    )
 
     # --- joining events and labels (times are record times, in seconds) ---
     pending_ttl: float = _opt(
@@ -174,6 +195,9 @@ class ProcessorConfig:
     metrics_interval: float = _opt(10.0, "... and at least every this many seconds", "metrics")
     tracker_window: int = _opt(1000, "labels in the 'recent' metrics", "metrics")
     tracker_bins: int = _opt(10, "bins of the calibration-error estimate", "metrics")
+    top_k: int = _opt(
+        10, "with --by: per-category metric lines for this many categories by volume", "metrics"
+    )
     metrics_port: int | None = _opt(None, "serve Prometheus metrics on this port", "metrics")
     metrics_addr: str = _opt("127.0.0.1", "address of the Prometheus endpoint", "metrics")
 
@@ -286,6 +310,7 @@ class ProcessorConfig:
             "metrics_every",
             "tracker_window",
             "tracker_bins",
+            "top_k",
             "checkpoint_keep",
             "poll_max_records",
             "session_timeout_ms",
@@ -340,6 +365,20 @@ class ProcessorConfig:
             check_mode(self.mode)
         if self.mode == "va" and self.refresh_every is not None:
             raise ValueError("refresh_every must not be set with mode va (it rescores always)")
+        if self.by is None:
+            for name in ("min_category", "fallback", "max_categories"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs by (Mondrian calibration)")
+        if self.max_categories is not None and self.max_categories < 1:
+            raise ValueError(f"max_categories must be >= 1, got {self.max_categories}")
+        if self.min_category is not None and self.min_category < 0:
+            raise ValueError(f"min_category must be >= 0, got {self.min_category}")
+        if self.fallback not in (None, "pooled"):
+            raise ValueError(f"fallback must be pooled, got {self.fallback!r}")
+        if (self.fallback is None) != (not self.min_category):
+            raise ValueError("min_category and fallback pooled go together")
+        if self.fallback is not None and self.mode not in (None, "pretrained"):
+            raise ValueError("fallback pooled needs mode pretrained")
         if self.compression_type not in _CODECS:
             raise ValueError(
                 f"compression_type must be one of {', '.join(_CODECS)}; "

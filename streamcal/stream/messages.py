@@ -14,6 +14,8 @@ stack).
 >>> fields = Fields()
 >>> decode_event(b'{"id": "e1", "features": {"x": 0.5, "color": "red"}}', fields)
 Event(id='e1', x={'x': 0.5, 'color=red': 1.0}, ts=None)
+>>> decode_event(b'{"id": "e1", "features": {"x": 0.5}, "shop": "s7"}', fields._replace(by="shop"))
+CategorizedEvent(id='e1', x={'x': 0.5}, ts=None, category='s7')
 >>> decode_label(b'{"id": "e1", "label": true}', fields)
 Label(id='e1', y=True)
 >>> decode_event(b'{"id": "e1", "features": {"x": null}}', fields)
@@ -33,7 +35,16 @@ from typing import NamedTuple
 
 import orjson
 
-__all__ = ["BadInput", "Event", "Label", "Fields", "Rejected", "decode_event", "decode_label"]
+__all__ = [
+    "BadInput",
+    "CategorizedEvent",
+    "Event",
+    "Label",
+    "Fields",
+    "Rejected",
+    "decode_event",
+    "decode_label",
+]
 
 
 class BadInput(ValueError):
@@ -44,6 +55,15 @@ class Event(NamedTuple):
     id: str
     x: dict
     ts: float | None
+
+
+class CategorizedEvent(NamedTuple):
+    """An event with its Mondrian category (``Fields.by`` set)."""
+
+    id: str
+    x: dict
+    ts: float | None
+    category: str | int | float | bool | None
 
 
 class Label(NamedTuple):
@@ -61,6 +81,8 @@ class Fields(NamedTuple):
     max_bytes: int = 1_048_576  # of a value
     max_features: int = 1000  # per event
     max_string: int = 1024  # characters of an id or a feature name (``k=v`` for strings)
+    # Mondrian category: the event's feature of this name, or else its top-level field
+    by: str | None = None
 
     @classmethod
     def of(cls, config) -> Fields:
@@ -73,6 +95,7 @@ class Fields(NamedTuple):
             config.max_message_bytes,
             config.max_features,
             config.max_string_length,
+            config.by,
         )
 
 
@@ -159,7 +182,28 @@ def decode_event(value: bytes | None, fields: Fields) -> Event:
                 f"timestamp field {fields.timestamp!r} is not a finite number: {_short(ts)}"
             )
         ts = float(ts)
+    if fields.by is not None:
+        category = _category(obj, feats, fields)
+        return _new_record(CategorizedEvent, (eid, x, ts, category))
     return _new_record(Event, (eid, x, ts))
+
+
+_CATEGORY_TYPES = frozenset((str, int, float, bool))
+
+
+def _category(obj: dict, feats: dict, fields: Fields):
+    """The event's category: its feature ``fields.by`` (the raw value, before string
+    features are one-hot encoded), else its top-level field ``fields.by``, else None."""
+    name = fields.by
+    c = feats[name] if name in feats else obj.get(name)
+    if c is None:
+        return None
+    if type(c) not in _CATEGORY_TYPES or (type(c) is float and not math.isfinite(c)):
+        raise BadInput(f"category field {_short(name)} is not a string, number or boolean: "
+                       f"{_short(c)}")  # fmt: skip
+    if type(c) is str and len(c) > fields.max_string:
+        raise BadInput(f"category longer than max_string_length={fields.max_string}: {_short(c)}")
+    return c
 
 
 def _check_lengths(eid: str, x: dict, limit: int) -> None:

@@ -10,6 +10,11 @@ saved state. Versions:
 1. streamcal 0.1: a pickle of the processor's objects (``ProcessorState``, private
    classes included), framed with ``checkpoint.MAGIC_V1``.
 2. plain data, as above (``unit`` state: see ``CalibrationUnit.to_state``).
+3. Mondrian (``--by``): the classifier state has ``by``, ``mondrian``, ``min_category``,
+   ``fallback`` and ``max_categories`` (with ``by``, its ``mode_state`` is
+   ``MondrianVennAbers.to_state()``: one mode state per category); the tracker state has
+   ``categories`` (``CategoryBreakdown.to_state()``); the fingerprint has ``by``,
+   ``min_category``, ``fallback`` and ``max_categories``.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -27,7 +32,7 @@ from streamcal.stream.checkpoint import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
-VERSION = 2
+VERSION = 3
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
 
@@ -46,6 +51,35 @@ def upgrade(doc, where: str):
     for v in range(version, VERSION):
         state = _STEPS[v](state)
     return state
+
+
+# ---------------------------------------------------------------- version 2 -> 3
+def _no_categories(top_k: int = 10, bins: int = 10, max_categories: int = 1000) -> dict:
+    empty = {"labels": 0, "ones": 0, "p0": 0.0, "p1": 0.0, "log": 0.0, "square": 0.0,
+             "bins": [bins, [0] * bins, [0] * bins, [0.0] * bins]}  # fmt: skip
+    return {"top_k": top_k, "bins": bins, "max_categories": max_categories, "sums": [],
+            "untracked": empty}  # fmt: skip
+
+
+def _v2_to_v3(state: dict) -> dict:
+    """Before Mondrian: no ``by``, no per-category statistics."""
+    state = dict(state)
+    state["classifier"] = {
+        "by": None,
+        "mondrian": False,
+        "min_category": 0,
+        "fallback": None,
+        "max_categories": 1000,
+        **state["classifier"],
+    }
+    tracker = state["tracker"]
+    state["tracker"] = {"categories": _no_categories(bins=tracker["bins"]), **tracker}
+    fingerprint = {k: None for k in ("by", "min_category", "fallback", "max_categories")}
+    state["fingerprint"] = {**fingerprint, **state["fingerprint"]}
+    return state
+
+
+_STEPS[2] = _v2_to_v3
 
 
 # ---------------------------------------------------------------- version 1
@@ -106,6 +140,9 @@ def from_v1(payload: bytes) -> dict:
     old = _V1Unpickler(io.BytesIO(payload)).load()
     if not isinstance(old, _V1ProcessorState):
         raise CheckpointError("the checkpoint does not hold a streamcal processor state")
+    # a 0.1 classifier predates Mondrian calibration: give it the settings' defaults
+    for k, v in (("by", None), ("min_category", 0), ("fallback", None), ("max_categories", 1000)):
+        old.clf.__dict__.setdefault(k, v)
     waiting = old.waiting.to_state()
     waiting["items"] = [(k, d, (v.y, tuple(v.rec))) for k, d, v in waiting["items"]]
     state = {

@@ -272,9 +272,31 @@ class Processor:
             self._out.send(self.config.metrics_topic, key, data)
         if self._exporter is not None:
             self._exporter.update(line)
+        if self.config.by is not None:
+            self._emit_categories(u, line)
         if self._on_metrics is not None:
             self._on_metrics(line)
         return line
+
+    def _emit_categories(self, u, line: dict) -> None:
+        """With --by: the unit's per-category lines, after its line, with its labels."""
+        st = self.units.get(u)
+        if st is None:
+            return
+        labels = {"unit": line["unit"], "instance": line["instance"]}
+        rows = [{**row, **labels} for row in st.tracker.category_snapshots()]
+        for row in rows:
+            data = orjson.dumps(row)
+            if self._metrics_out is not None:
+                self._metrics_out.write(data.decode() + "\n")
+            if self.config.metrics_topic and self._out is not None:
+                key = f"{self.config.client_id}/{line['unit']}".encode() if u is not None else (
+                    self.config.client_id.encode())  # fmt: skip
+                self._out.send(self.config.metrics_topic, key, data)
+        if self._metrics_out is not None:
+            self._metrics_out.flush()
+        if self._exporter is not None:
+            self._exporter.update_categories(rows, labels)
 
     def _emit_all(self) -> dict | None:
         line = None

@@ -49,6 +49,10 @@ FINGERPRINT = (
     "id_field",
     "features_field",
     "label_field",
+    "by",
+    "min_category",
+    "fallback",
+    "max_categories",
 )
 
 
@@ -85,8 +89,16 @@ class CalibrationUnit:
             kwargs["window"] = config.window
         if config.refresh_every is not None:
             kwargs["refresh_every"] = config.refresh_every
+        for k in ("by", "min_category", "fallback", "max_categories"):  # Mondrian (--by)
+            if getattr(config, k) is not None:
+                kwargs[k] = getattr(config, k)
         self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
-        self.tracker = CalibrationTracker(window=config.tracker_window, bins=config.tracker_bins)
+        self.tracker = CalibrationTracker(
+            window=config.tracker_window,
+            bins=config.tracker_bins,
+            top_k=config.top_k,
+            max_categories=config.max_categories or 1000,
+        )
         self.pending = WaitingRoom(config.pending_ttl, config.pending_max)
         self.waiting = WaitingRoom(config.label_wait, config.label_wait_max)  # (y, _Rec)
         self.recent = RecentIds(config.dedupe_window)
@@ -98,6 +110,7 @@ class CalibrationUnit:
         self.send = send
         self.on_labels = on_labels
         self._fields = Fields.of(config)
+        self._by = config.by
         self._version = streamcal.__version__
 
     # ------------------------------------------------------------------ state
@@ -185,7 +198,10 @@ class CalibrationUnit:
             self._dead(rec, f"duplicate event id {eid!r}")
             return
         self._advance(rec.timestamp)
-        iv = self.clf.predict_interval_one(ev.x)
+        if self._by is None:
+            iv = self.clf.predict_interval_one(ev.x)
+        else:  # the event's category, read at decoding (a feature, or a top-level field)
+            iv = self.clf.predict_interval_one(ev.x, category=ev.category)
         p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
         out = {
             "id": eid,
@@ -197,11 +213,16 @@ class CalibrationUnit:
             "calibration_size": self.clf.calibration_size,
             "version": self._version,
         }
+        if self._by is None:
+            pending = (ev.x, p0, p1, p, score)
+        else:
+            out["category"] = ev.category
+            pending = (ev.x, p0, p1, p, score, ev.category)
         self.send(self.config.predictions_topic, eid.encode(), orjson.dumps(out))
         counts = self.counts
         counts["events"] += 1
         counts["predictions"] += 1
-        for old_id, _ in self.pending.put(eid, (ev.x, p0, p1, p, score), self.clock):
+        for old_id, _ in self.pending.put(eid, pending, self.clock):
             counts["expired"] += 1
             self.recent.add(old_id, "expired")
         waiting = self.waiting.pop(eid)
@@ -242,7 +263,7 @@ class CalibrationUnit:
         """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
         tracker or the learner refuses, the label becomes a dead letter and the state (the
         pending event included) is left as it was."""
-        x, p0, p1, p, score = self.pending.get(eid)
+        x, p0, p1, p, score, *category = self.pending.get(eid)  # category: with --by
         if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
             self._dead(
                 rec,
@@ -250,12 +271,13 @@ class CalibrationUnit:
                 f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
             )
             return
+        kw = {"category": category[0]} if category else {}
         try:
-            self.clf.learn_one(x, y)
+            self.clf.learn_one(x, y, **kw)
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return
-        self.tracker.update(p0, p1, y, score=score, p=p)
+        self.tracker.update(p0, p1, y, score=score, p=p, **kw)
         self.pending.pop(eid)
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
