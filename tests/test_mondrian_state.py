@@ -15,7 +15,8 @@ from streamcal.monitoring.tracker import CalibrationTracker
 from streamcal.stream import migrations
 from streamcal.stream.checkpoint import CheckpointError, seal, unseal
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.unit import CalibrationUnit, _Rec
+from streamcal.stream.unit import CalibrationUnit
+from tests._fakes import Record
 
 KEY = b"k" * 32
 
@@ -146,7 +147,7 @@ def records(n, seed=5):
 def feed(unit, recs, start, sent):
     unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     for t, (topic, value) in enumerate(recs, start):
-        rec = _Rec(topic, 0, t, 1000 * t, value["id"].encode(), orjson.dumps(value))
+        rec = Record(topic, 0, t, 1000 * t, value["id"].encode(), orjson.dumps(value))
         (unit.on_event if topic == "ev" else unit.on_label)(rec)
 
 

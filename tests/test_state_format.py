@@ -15,7 +15,8 @@ from streamcal.stream.checkpoint import CheckpointError, CheckpointStore, seal, 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.migrations import VERSION
 from streamcal.stream.processor import Processor
-from streamcal.stream.unit import CalibrationUnit, _Rec
+from streamcal.stream.unit import CalibrationUnit
+from tests._fakes import Record
 
 DATA = Path(__file__).parent / "data" / "checkpoint-v0"
 MODES = ("pretrained", "sva", "va")
@@ -35,7 +36,7 @@ def _resume(mode: str, tmp_path):
 def feed(unit, records, sent) -> None:
     unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     for r in records:
-        rec = _Rec(r["topic"], r["partition"], r["offset"], r["ts"], r["key"].encode(),
+        rec = Record(r["topic"], r["partition"], r["offset"], r["ts"], r["key"].encode(),
                    r["value"].encode())  # fmt: skip
         (unit.on_event if r["topic"] == "ev" else unit.on_label)(rec)
         unit.offsets[(r["topic"], r["partition"])] = r["offset"] + 1

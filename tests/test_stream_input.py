@@ -5,7 +5,6 @@ of decoding, dead letters of any size, the unreadable-batch message, the codec s
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
 
 import orjson
 import pytest
@@ -16,45 +15,9 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter
 from streamcal.stream.messages import BadInput, Fields, Rejected, decode_event, decode_label
 from streamcal.stream.ordering import OrderedMerge, RejectedRecord, UnreadableBatch
+from tests._fakes import TP, ChunkyConsumer, Record
 
 F = Fields()
-
-
-class _TP(NamedTuple):
-    topic: str
-    partition: int
-
-
-class _Rec(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-
-
-class _Consumer:
-    """All records already in the topics, served in random chunks of random partitions."""
-
-    def __init__(self, data: dict, rng):
-        self.data, self.rng = data, rng
-        self.pos = dict.fromkeys(data, 0)
-
-    def poll(self, timeout_ms=0, max_records=2000):
-        left = [tp for tp in self.data if self.pos[tp] < len(self.data[tp])]
-        if not left:
-            return {}
-        tp = self.rng.choice(left)
-        p = self.pos[tp]
-        self.pos[tp] = p + self.rng.randint(1, 5)
-        return {tp: self.data[tp][p : self.pos[tp]]}
-
-    def highwater(self, tp):
-        return len(self.data[tp])
-
-    def position(self, tp):
-        return min(self.pos[tp], len(self.data[tp]))
 
 
 FAR = 4_102_444_800_000  # 2100-01-01, ms
@@ -84,29 +47,29 @@ def test_gate_rejects_hostile_records_without_changing_the_order_of_the_others(g
     topics = ("ev", "lab")
 
     def merge_of(with_hostile: bool):
-        data = {_TP(t, p): [] for t in topics for p in range(3)}
+        data = {TP(t, p): [] for t in topics for p in range(3)}
         for i, (rank, p, ts) in enumerate(good):
-            data[_TP(topics[rank], p)].append((ts, None, b"g%d" % i))
+            data[TP(topics[rank], p)].append((ts, None, b"g%d" % i))
         if with_hostile:
             for (ts, key, value), where, at in hostile:
                 recs = data[list(data)[where]]
                 recs.insert(at % (len(recs) + 1), (ts, key, value))
         data = {
-            tp: [_Rec(tp.topic, tp.partition, o, *r) for o, r in enumerate(recs)]
+            tp: [Record(tp.topic, tp.partition, o, *r) for o, r in enumerate(recs)]
             for tp, recs in data.items()
         }
-        consumer = _Consumer(data, random.Random(rng.random()))
+        consumer = ChunkyConsumer(data, random.Random(rng.random()), most=5)
         return OrderedMerge(consumer, list(data), {"ev": 0, "lab": 1}, max_bytes=100), data
 
     clean, _ = merge_of(False)
     want = [r.value for r in _release_all(clean)]
     merge, data = merge_of(True)
     out = _release_all(merge)
-    assert [r.value for r in out if type(r) is _Rec] == want
+    assert [r.value for r in out if type(r) is Record] == want
     rejected = [r for r in out if type(r) is RejectedRecord]
     assert len(rejected) == len(hostile)
     for r in rejected:
-        original = data[_TP(r.topic, r.partition)][r.offset]
+        original = data[TP(r.topic, r.partition)][r.offset]
         assert (r.timestamp, r.value.original) == (original.timestamp, original.value)
         words = HOSTILE[(original.timestamp, original.key, original.value)]
         assert words in r.value.reason

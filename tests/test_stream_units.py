@@ -15,6 +15,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.pending import RecentIds, WaitingRoom
+from tests._fakes import TP, ChunkyConsumer, Record
 
 KEY = b"k" * 32
 F = Fields()
@@ -223,11 +224,8 @@ def test_dead_letter_keeps_original_bytes():
 
 
 # ---------------------------------------------------------------- processor without Kafka
-from collections import namedtuple  # noqa: E402
 
 from river import linear_model  # noqa: E402
-
-_Rec = namedtuple("_Rec", "topic partition offset timestamp key value")
 
 
 class PickyModel(linear_model.LogisticRegression):
@@ -259,10 +257,10 @@ def feed(proc, items):
     for t, (kind, i, v) in enumerate(items):
         if kind == "e":
             value = orjson.dumps({"id": f"e{i}", "features": {"x1": v, "x2": 1.0}})
-            proc.state.on_event(_Rec("ev", 0, t, 1000 * t, f"e{i}".encode(), value))
+            proc.state.on_event(Record("ev", 0, t, 1000 * t, f"e{i}".encode(), value))
         else:
             value = orjson.dumps({"id": f"e{i}", "label": v})
-            proc.state.on_label(_Rec("lab", 0, t, 1000 * t, f"e{i}".encode(), value))
+            proc.state.on_label(Record("lab", 0, t, 1000 * t, f"e{i}".encode(), value))
 
 
 @pytest.mark.parametrize("early", [False, True])
@@ -335,39 +333,6 @@ def test_metric_lines_carry_reliability_bins():
 
 
 # ---------------------------------------------------------------- deterministic merge
-from typing import NamedTuple  # noqa: E402
-
-
-class _TP(NamedTuple):
-    topic: str
-    partition: int
-
-
-class _ChunkyConsumer:
-    """Serves the records of each partition in chunks, one partition per poll (as tansu
-    does), in an order chosen by ``rng``."""
-
-    def __init__(self, data: dict, rng):
-        self.data, self.rng = data, rng
-        self.pos = dict.fromkeys(data, 0)
-
-    def poll(self, timeout_ms=0, max_records=2000):
-        left = [tp for tp in self.data if self.pos[tp] < len(self.data[tp])]
-        if not left:
-            return {}
-        tp = self.rng.choice(left)
-        p = self.pos[tp]
-        k = min(max_records, self.rng.randint(1, 7))
-        self.pos[tp] = p + k
-        return {tp: self.data[tp][p : p + k]}
-
-    def highwater(self, tp):
-        return len(self.data[tp])
-
-    def position(self, tp):
-        return min(self.pos[tp], len(self.data[tp]))
-
-
 @given(
     st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(0, 30)), max_size=60),
     st.randoms(use_true_random=False),
@@ -380,12 +345,12 @@ def test_ordered_merge_is_the_sorted_order_however_records_arrive(records, rng, 
     from streamcal.stream.ordering import OrderedMerge
 
     topics = ("ev", "lab")
-    data = {_TP(t, p): [] for t in topics for p in range(3)}
+    data = {TP(t, p): [] for t in topics for p in range(3)}
     for rank, p, ts in records:
-        tp = _TP(topics[rank], p)
+        tp = TP(topics[rank], p)
         # timestamps need not grow within a partition (out-of-order producers)
-        data[tp].append(_Rec(tp.topic, p, len(data[tp]), ts, None, b""))
-    merge = OrderedMerge(_ChunkyConsumer(data, rng), list(data), {"ev": 0, "lab": 1})
+        data[tp].append(Record(tp.topic, p, len(data[tp]), ts, None, b""))
+    merge = OrderedMerge(ChunkyConsumer(data, rng), list(data), {"ev": 0, "lab": 1})
     out, i = [], 0
     while True:
         item = merge.ready() if use_ready[i % len(use_ready)] else None
