@@ -11,16 +11,22 @@ import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCH))
 
 pytest.importorskip("sklearn")
 pytest.importorskip("scipy")
 
-import _paper_data as data  # noqa: E402
-import _paper_methods as methods  # noqa: E402
-import _paper_models as models  # noqa: E402
-import paper  # noqa: E402
-from _paper_published import INF, PUBLISHED, RANKING  # noqa: E402
+# benchmarks/ holds kafka.py: left on sys.path, it would stand in for kafka-python in
+# every test module imported after this one. So it is there only while these import.
+_saved_path = sys.path[:]
+sys.path.insert(0, str(BENCH))
+try:
+    import _paper_data as data
+    import _paper_methods as methods
+    import _paper_models as models
+    import paper
+    from _paper_published import INF, PUBLISHED, RANKING
+finally:
+    sys.path[:] = _saved_path
 
 from streamcal.core import isotonic_calibrator, venn_abers_bruteforce  # noqa: E402
 
