@@ -9,9 +9,10 @@ Layout:
 * per sublist of the SortedList (a *chunk*, ~``load`` groups), the cumulative counts and
   ones of its groups as two float64 arrays of length L + 1 (the chunk's cumulative sum
   diagram, CSD), integers held exactly (float arithmetic on them is cheaper than int64's).
-  They follow the sublists: an add or remove updates one chunk's arrays; when the
-  SortedList splits or joins sublists, the chunks around it are rebuilt from the dicts
-  (once every ~``load / 2`` updates);
+  They follow the sublists: an add or remove updates one chunk's arrays in place (views
+  into a buffer with room for the longest sublist); when the SortedList splits or joins
+  sublists, the chunks around it are rebuilt from the dicts (once every ~``load / 2``
+  updates);
 * the PAVA blocks (maximal level sets of the isotonic fit) as three parallel lists: the
   score of each block's last group, its count and its number of ones.
 
@@ -118,6 +119,24 @@ class PythonStore(ScoreStore):
         np.cumsum(np.fromiter(map(self._w.__getitem__, lst), np.int64, len(lst)), out=cw[1:])
         np.cumsum(np.fromiter(map(self._s.__getitem__, lst), np.int64, len(lst)), out=cs[1:])
         return cw, cs
+
+    def _grow(self, a: np.ndarray, i: int, inc: int) -> np.ndarray:
+        """Chunk cumulative sums ``a`` after inserting a group of ``inc`` after point i.
+
+        Shifted in place inside a buffer with room for the longest sublist (2 * load
+        groups), so an insert is two numpy passes over the suffix and no allocation; the
+        arrays are views into it. A chunk gets its buffer at its first insert, so a store
+        built in bulk and never updated keeps arrays of its exact size.
+        """
+        m = len(a)
+        buf = a.base
+        if buf is None or len(buf) <= m:
+            buf = np.empty(2 * self._load + 1)
+            buf[:m] = a
+        buf[i + 1 : m + 1] = buf[i:m]
+        if inc:
+            buf[i + 1 : m + 1] += inc
+        return buf[: m + 1]
 
     def _resync(self, pos: int) -> None:
         """Chunk arrays after the SortedList split or joined sublists around ``pos``.
@@ -366,13 +385,8 @@ class PythonStore(ScoreStore):
             groups.add(x)
             if count and len(lists) == count:  # no split: x went into sublist pos
                 i = bisect_left(before, x)
-                cw, cs = self._cw[pos], self._cs[pos]
-                self._cw[pos] = np.concatenate((cw[: i + 1], cw[i:] + 1))
-                self._cs[pos] = (
-                    np.concatenate((cs[: i + 1], cs[i:] + y))
-                    if y
-                    else np.concatenate((cs[: i + 1], cs[i:]))
-                )
+                self._cw[pos] = self._grow(self._cw[pos], i, 1)
+                self._cs[pos] = self._grow(self._cs[pos], i, y)
             else:
                 self._resync(pos if count else 0)
         else:
@@ -403,9 +417,8 @@ class PythonStore(ScoreStore):
             groups.remove(x)
             del self._w[x], self._s[x]
             if len(lists) == count and lists[pos] is before and len(before) == size - 1:
-                cw, cs = self._cw[pos], self._cs[pos]
-                self._cw[pos] = np.concatenate((cw[: i + 1], cw[i + 2 :] - 1))
-                self._cs[pos] = np.concatenate((cs[: i + 1], cs[i + 2 :] - y))
+                self._cw[pos] = _shrink(self._cw[pos], i, 1)
+                self._cs[pos] = _shrink(self._cs[pos], i, y)
             else:
                 self._resync(pos)
         else:
@@ -524,6 +537,8 @@ class PythonStore(ScoreStore):
         assert len(self._cw) == len(lists) == len(self._cs)
         assert all(lst is b for lst, b in zip(lists, self._built, strict=True))
         assert set(self._w) == set(self._groups) == set(self._s)
+        owners = {id(a if a.base is None else a.base) for a in self._cw + self._cs}
+        assert len(owners) == 2 * len(lists), "chunk arrays share a buffer"
         for lst, cw, cs in zip(lists, self._cw, self._cs, strict=True):
             want_w, want_s = self._chunk_arrays(lst)
             np.testing.assert_array_equal(cw, want_w)
@@ -537,6 +552,15 @@ class PythonStore(ScoreStore):
             bw.append(count)
             bs.append(ones)
         assert (ends, bw, bs) == (self._ends, self._bw, self._bs), "blocks differ from PAVA"
+
+
+def _shrink(a: np.ndarray, i: int, dec: int) -> np.ndarray:
+    """Chunk cumulative sums ``a`` after deleting group i (of ``dec`` ones), in place."""
+    m = len(a)
+    a[i + 1 : m - 1] = a[i + 2 :]
+    if dec:
+        a[i + 1 : m - 1] -= dec
+    return a[: m - 1]
 
 
 def _settle(stack: list[list], left: int, bw: list[int], bs: list[int]) -> int:
