@@ -270,16 +270,34 @@ class PythonStore(ScoreStore):
         if b == nb:
             return self._p0(x), 1.0
         ps, js = self._block_start(b)
-        pd, jd = self._after(x, False)  # P_{d-1}
-        pc, jc = self._after(x, True)  # P_c
-        pe, je = self._after(ends[b], True)  # P_r
+        pe, je = self._end(ends[b])  # P_r
+        # P_{d-1} and P_c from one search: they differ iff x is a held score (x <= P_r's)
+        lists = self._groups._lists
+        pc = pd = bisect_left(self._groups._maxes, x)
+        lst = lists[pd]
+        jd = bisect_left(lst, x)
+        jc = jd + 1 if lst[jd] == x else jd
+        if jd == 0:
+            pd, jd = (pd - 1, len(lists[pd - 1])) if pd else (0, 0)
+            if jc == 0:
+                pc, jc = pd, jd
         if (pd == ps and jd == js) or (pc == pe and jc == je):
             return self._p0(x), self._p1(x)
         ax = bw[b] + 1
         ay = bs[b] + 1
+        u, v = self._u, self._v
+        if ps == pe:  # the usual case below ~10^5 pairs: no loop over chunks
+            a, c = self._cw[ps], self._cs[ps]
+            x0, y0 = a[js], c[js]
+            k = jd + 1 - js
+            num = _sub(ay + y0, c[js : jd + 1], out=u[:k])
+            p1 = _max(_div(num, _sub(ax + x0, a[js : jd + 1], out=v[:k]), out=num))
+            k = je + 1 - jc
+            num = _sub(c[jc : je + 1], y0, out=u[:k])
+            p0 = _min(_div(num, _sub(a[jc : je + 1], x0 - 1.0, out=v[:k]), out=num))
+            return self._walk(x, b, p0, p1)
         p1 = -1.0
         p0 = 2.0
-        u, v = self._u, self._v
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos <= pd:
                 top = jd if pos == pd else hi
@@ -295,7 +313,13 @@ class PythonStore(ScoreStore):
                 m = _min(_div(num, _add(bx + 1, a[start : hi + 1], out=v[:k]), out=num))
                 if m < p0:
                     p0 = m
-        if b + 1 < nb and bs[b + 1] / bw[b + 1] < p1:
+        return self._walk(x, b, p0, p1)
+
+    def _walk(self, x: float, b: int, p0, p1) -> tuple[float, float]:
+        """(p0, p1) from the scan of x's block b: ``_p0`` / ``_p1`` redo an answer that
+        must walk to a neighbouring block (the neighbour's mean is past it)."""
+        bw, bs = self._bw, self._bs
+        if b + 1 < len(bw) and bs[b + 1] / bw[b + 1] < p1:
             p1 = self._p1(x)
         if b > 0 and bs[b - 1] / bw[b - 1] > p0:
             p0 = self._p0(x)
@@ -313,7 +337,12 @@ class PythonStore(ScoreStore):
         return p0.reshape(x.shape), p1.reshape(x.shape)
 
     def _block_start(self, b: int) -> tuple[int, int]:
-        return (0, 0) if b == 0 else self._after(self._ends[b - 1], True)
+        return (0, 0) if b == 0 else self._end(self._ends[b - 1])
+
+    def _end(self, t: float) -> tuple[int, int]:
+        """The point after the group of the held score t: ``_after(t, True)``, shorter."""
+        pos = bisect_left(self._groups._maxes, t)
+        return pos, bisect_right(self._groups._lists[pos], t)
 
     def _p1(self, x: float) -> float:
         """The largest slope from P_{l-1}..P_{d-1} to P_r + (1, 1), d the first group with
