@@ -239,6 +239,13 @@ class PythonStore(ScoreStore):
         """Is a point of the range, from point (fs, fj) on if given, strictly below the line
         of slope s / w through (ps, js)? Exact: int64 products."""
         u, v = self._u, self._v
+        if ps == pe:  # from is in this chunk too
+            a, c = self._cw[ps], self._cs[ps]
+            lo = max(js, fj)
+            k = je + 1 - lo
+            t = _mul(c[lo : je + 1], w, out=u[:k])
+            off = int(c[js]) * w - int(a[js]) * s
+            return _min(_sub(t, _mul(a[lo : je + 1], s, out=v[:k]), out=t)) < off
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos < fs:
                 continue
@@ -418,6 +425,7 @@ class PythonStore(ScoreStore):
                 self._cs[pos] = self._grow(self._cs[pos], i, y)
             else:
                 self._resync(pos if count else 0)
+                pos = i = None
         else:
             self._w[x] = w + 1
             pos = bisect_left(groups._maxes, x)
@@ -427,7 +435,7 @@ class PythonStore(ScoreStore):
                 self._s[x] += 1
                 self._cs[pos][i + 1 :] += 1
         self._n += 1
-        if not self._fast_fix(x, y, 1, False):
+        if not self._fast_fix(x, y, 1, False, pos, i):
             self._refit(x)
 
     def remove(self, score, label) -> None:
@@ -450,6 +458,7 @@ class PythonStore(ScoreStore):
                 self._cs[pos] = _shrink(self._cs[pos], i, y)
             else:
                 self._resync(pos)
+                pos = i = None
         else:
             self._w[x] = w - 1
             self._cw[pos][i + 1 :] -= 1
@@ -457,12 +466,13 @@ class PythonStore(ScoreStore):
                 self._s[x] -= 1
                 self._cs[pos][i + 1 :] -= 1
         self._n -= 1
-        if not self._fast_fix(x, y, -1, w == 1):
+        if not self._fast_fix(x, y, -1, w == 1, pos, i):
             self._refit(x)
 
-    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool) -> bool:
+    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool, pos, i) -> bool:
         """After adding (dw = 1) or removing (dw = -1) the pair (x, y): if the block B = [l..r]
-        holding x stays one block, update its totals and return True.
+        holding x stays one block, update its totals and return True. (pos, i) is the point
+        P'_{g-1} before x's group g (unnormalised: i may be 0), or None if unknown.
 
         B stays one block iff no point of it is strictly below the new chord from P_{l-1}
         to P'_r and its neighbours' means stay on their side (strictly: blocks are maximal).
@@ -479,17 +489,20 @@ class PythonStore(ScoreStore):
         s = bs[b] + y * dw
         if w == 0:
             return False
+        if i is None:
+            pos, i = self._after(x, False)
+        elif i == 0:
+            pos, i = (pos - 1, len(self._groups._lists[pos - 1])) if pos else (0, 0)
         ps, js = self._block_start(b)
         if (y == 1) == (dw == 1):  # the chord rises
             if b + 1 < nb and bs[b + 1] * w <= s * bw[b + 1]:
                 return False
-            pe, je = self._after(x, False)
+            pe, je = pos, i
         else:
             if b > 0 and bs[b - 1] * w >= s * bw[b - 1]:
                 return False
-            qs, qj = self._after(x, False)  # P'_{g-1}
-            pe, je = self._after(ends[b], True)
-            if self._below_chord(ps, js, pe, je, w, s, qs, qj):
+            pe, je = self._end(ends[b])
+            if self._below_chord(ps, js, pe, je, w, s, pos, i):
                 return False
             bw[b] = w
             bs[b] = s
