@@ -19,10 +19,13 @@ Layout:
 A *point* (pos, j) is the CSD point after the first j groups of chunk pos. Every scan
 reads the points of one block (or part of it) chunk by chunk, vectorised with numpy on
 each chunk's arrays: a query costs about (block size / load) numpy passes, never a pass
-over all n. Answers and tests are exact: counts are integers (below 2^53 in every sum
-and product formed, so float64 holds them exactly), the tests "is a point below a chord"
-are products of integers, and a slope is a float division of exact integers, compared as
-a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
+over all n. An add scans the part of x's block on one side of x to see whether the block
+stays one; when it follows a query of the same score with nothing changed in between (the
+prequential step: predict, then learn the label), that query's scan already answered it,
+and the add reuses it. Answers and tests are exact: counts are integers (below 2^53 in
+every sum and product formed, so float64 holds them exactly), the tests "is a point below
+a chord" are products of integers, and a slope is a float division of exact integers,
+compared as a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
 far more than float64 rounding for D < 2^26, so with at most ``MAX_PAIRS`` pairs a float
 comparison of two slopes decides exactly what a cross-multiplication would, and the
 largest of rounded slopes is the rounded largest slope (rounding is monotone).
@@ -70,6 +73,8 @@ class PythonStore(ScoreStore):
         self._ends: list[float] = []  # per block: score of its last group
         self._bw: list[int] = []  # per block: count
         self._bs: list[int] = []  # per block: ones
+        # (x, p0, p1) of the last query's scan inside x's block; any change drops it
+        self._seen: tuple | None = None
         # Scratch for the block scans: a chunk has at most 2 * load + 1 points, and writing
         # into these instead of fresh arrays saves an allocation per numpy pass.
         self._u = np.empty(2 * self._load + 2)
@@ -325,6 +330,7 @@ class PythonStore(ScoreStore):
     def _walk(self, x: float, b: int, p0, p1) -> tuple[float, float]:
         """(p0, p1) from the scan of x's block b: ``_p0`` / ``_p1`` redo an answer that
         must walk to a neighbouring block (the neighbour's mean is past it)."""
+        self._seen = (x, p0, p1)
         bw, bs = self._bw, self._bs
         if b + 1 < len(bw) and bs[b + 1] / bw[b + 1] < p1:
             p1 = self._p1(x)
@@ -406,6 +412,11 @@ class PythonStore(ScoreStore):
         y = label if type(label) is int and (label == 0 or label == 1) else check_label(label)
         if self._n >= MAX_PAIRS:
             raise ValueError(f"the python store holds at most {MAX_PAIRS} pairs")
+        seen = self._seen
+        if seen is not None:
+            self._seen = None
+            if seen[0] != x:
+                seen = None
         groups = self._groups
         w = self._w.get(x)
         if w is None:
@@ -435,7 +446,7 @@ class PythonStore(ScoreStore):
                 self._s[x] += 1
                 self._cs[pos][i + 1 :] += 1
         self._n += 1
-        if not self._fast_fix(x, y, 1, False, pos, i):
+        if not self._fast_fix(x, y, 1, False, pos, i, seen):
             self._refit(x)
 
     def remove(self, score, label) -> None:
@@ -444,6 +455,7 @@ class PythonStore(ScoreStore):
         w = self._w.get(x)
         if w is None or (self._s[x] == 0 if y else self._s[x] == w):
             raise ValueError(f"pair ({score!r}, {label!r}) is not in the store")
+        self._seen = None
         groups = self._groups
         lists = groups._lists
         pos = bisect_left(groups._maxes, x)
@@ -469,10 +481,11 @@ class PythonStore(ScoreStore):
         if not self._fast_fix(x, y, -1, w == 1, pos, i):
             self._refit(x)
 
-    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool, pos, i) -> bool:
+    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool, pos, i, seen=None) -> bool:
         """After adding (dw = 1) or removing (dw = -1) the pair (x, y): if the block B = [l..r]
         holding x stays one block, update its totals and return True. (pos, i) is the point
-        P'_{g-1} before x's group g (unnormalised: i may be 0), or None if unknown.
+        P'_{g-1} before x's group g (unnormalised: i may be 0), or None if unknown; ``seen``
+        the last query's in-block scan of x if nothing changed since (adds only).
 
         B stays one block iff no point of it is strictly below the new chord from P_{l-1}
         to P'_r and its neighbours' means stay on their side (strictly: blocks are maximal).
@@ -489,25 +502,31 @@ class PythonStore(ScoreStore):
         s = bs[b] + y * dw
         if w == 0:
             return False
-        if i is None:
-            pos, i = self._after(x, False)
-        elif i == 0:
-            pos, i = (pos - 1, len(self._groups._lists[pos - 1])) if pos else (0, 0)
-        ps, js = self._block_start(b)
-        if (y == 1) == (dw == 1):  # the chord rises
-            if b + 1 < nb and bs[b + 1] * w <= s * bw[b + 1]:
-                return False
-            pe, je = pos, i
+        rises = (y == 1) == (dw == 1)
+        if rises and b + 1 < nb and bs[b + 1] * w <= s * bw[b + 1]:
+            return False
+        if not rises and b > 0 and bs[b - 1] * w >= s * bw[b - 1]:
+            return False
+        if seen is not None:
+            # The query of x scanned exactly these points against exactly this chord: a point
+            # of P_{l-1}..P_{g-1} is below the chord to P_r + (1, 1) iff its slope to that
+            # end exceeds the chord's (p1 > s / w); after adding a 0, a point P'_k = P_k +
+            # (1, 0) right of x is below iff P_k's slope from (-1, 0) is below it (p0 < s / w),
+            # and the points left of x were on or above a steeper chord. Exact: slopes of
+            # fractions with denominators <= w (module docstring).
+            below = seen[2] > s / w if rises else seen[1] < s / w
         else:
-            if b > 0 and bs[b - 1] * w >= s * bw[b - 1]:
-                return False
-            pe, je = self._end(ends[b])
-            if self._below_chord(ps, js, pe, je, w, s, pos, i):
-                return False
-            bw[b] = w
-            bs[b] = s
-            return True
-        if self._below_chord(ps, js, pe, je, w, s):
+            if i is None:
+                pos, i = self._after(x, False)
+            elif i == 0:
+                pos, i = (pos - 1, len(self._groups._lists[pos - 1])) if pos else (0, 0)
+            ps, js = self._block_start(b)
+            if rises:
+                below = self._below_chord(ps, js, pos, i, w, s)
+            else:
+                pe, je = self._end(ends[b])
+                below = self._below_chord(ps, js, pe, je, w, s, pos, i)
+        if below:
             return False
         bw[b] = w
         bs[b] = s
@@ -594,6 +613,10 @@ class PythonStore(ScoreStore):
             bw.append(count)
             bs.append(ones)
         assert (ends, bw, bs) == (self._ends, self._bw, self._bs), "blocks differ from PAVA"
+        if self._seen is not None:  # the next add trusts it: it must be what a scan gives now
+            seen, self._seen = self._seen, None
+            self._pair(seen[0])
+            assert self._seen == seen, "the last query's scan differs from a fresh one"
 
 
 def _shrink(a: np.ndarray, i: int, dec: int) -> np.ndarray:
