@@ -92,7 +92,7 @@ class PythonStore(ScoreStore):
             store._w = dict(zip(scores, np.asarray(w).tolist(), strict=True))
             store._s = dict(zip(scores, np.asarray(s).tolist(), strict=True))
             store._n = n
-            store._resync(-2)
+            store._rebuild()
             k = 0
             for groups, count, ones in pava(w, s):
                 k += groups
@@ -129,42 +129,48 @@ class PythonStore(ScoreStore):
         """Chunk cumulative sums ``a`` after inserting a group of ``inc`` after point i.
 
         Shifted in place inside a buffer with room for the longest sublist (2 * load
-        groups), so an insert is two numpy passes over the suffix and no allocation; the
-        arrays are views into it. A chunk gets its buffer at its first insert, so a store
-        built in bulk and never updated keeps arrays of its exact size.
+        groups, plus the one whose add splits it), so an insert is two numpy passes over the
+        suffix and no allocation; the arrays are views into it. A chunk gets its buffer at
+        its first insert, so a store built in bulk and never updated keeps arrays of its
+        exact size.
         """
         m = len(a)
         buf = a.base
         if buf is None or len(buf) <= m:
-            buf = np.empty(2 * self._load + 1)
+            buf = np.empty(2 * self._load + 2)
             buf[:m] = a
         buf[i + 1 : m + 1] = buf[i:m]
         if inc:
             buf[i + 1 : m + 1] += inc
         return buf[: m + 1]
 
-    def _resync(self, pos: int) -> None:
-        """Chunk arrays after the SortedList split or joined sublists around ``pos``.
+    def _rebuild(self) -> None:
+        """Every chunk's arrays from the dicts: bulk builds."""
+        lists = self._groups._lists
+        sums = [self._chunk_arrays(lst) for lst in lists]
+        self._cw = [cw for cw, _ in sums]
+        self._cs = [cs for _, cs in sums]
+        self._built = list(lists)
 
-        SortedList only changes the sublists at pos - 1, pos and pos + 1 (the inserted half
-        of a split, or the two joined ones); every other sublist is the same list object
-        as before, and its arrays are kept.
+    def _recut(self, lo: int, hi: int) -> None:
+        """After the SortedList split sublist lo (hi = lo + 1) or joined lo and lo + 1 (hi =
+        lo + 2, maybe splitting the result again): chunks lo..hi-1, their arrays already
+        updated for the pair added or removed, hold in order the groups of the new sublists
+        from lo on; cut their sums anew. From the counts (differences of the sums), not the
+        dicts: a lookup per group in a dict of n scores costs ~100x more (cache misses).
         """
-        built = zip(self._built, self._cw, self._cs, strict=True)
-        old = {id(lst): (lst, cw, cs) for lst, cw, cs in built}
-        cws, css = [], []
-        for p, lst in enumerate(self._groups._lists):
-            hit = old.get(id(lst))
-            same = hit is not None and hit[0] is lst and len(hit[1]) == len(lst) + 1
-            if same and abs(p - pos) > 1:
-                cws.append(hit[1])
-                css.append(hit[2])
-            else:
-                cw, cs = self._chunk_arrays(lst)
-                cws.append(cw)
-                css.append(cs)
-        self._cw, self._cs = cws, css
-        self._built = list(self._groups._lists)
+        lists = self._groups._lists
+        new = lists[lo : hi + len(lists) - len(self._cw)]
+        for arrays in (self._cw, self._cs):
+            counts = np.concatenate([np.diff(a) for a in arrays[lo:hi]])
+            cut, start = [], 0
+            for lst in new:
+                a = np.zeros(len(lst) + 1)
+                np.cumsum(counts[start : start + len(lst)], out=a[1:])
+                start += len(lst)
+                cut.append(a)
+            arrays[lo:hi] = cut
+        self._built[lo:hi] = new
 
     # ------------------------------------------------------------------ points
 
@@ -429,13 +435,18 @@ class PythonStore(ScoreStore):
                 before = lists[pos]
             self._w[x] = 1
             self._s[x] = y
-            groups.add(x)
-            if count and len(lists) == count:  # no split: x went into sublist pos
+            if count:
                 i = bisect_left(before, x)
+                groups.add(x)
                 self._cw[pos] = self._grow(self._cw[pos], i, 1)
                 self._cs[pos] = self._grow(self._cs[pos], i, y)
+                if len(lists) > count:  # sublist pos split: its first half stayed
+                    self._recut(pos, pos + 1)
+                    if i > len(before):
+                        pos, i = pos + 1, i - len(before)
             else:
-                self._resync(pos if count else 0)
+                groups.add(x)
+                self._rebuild()
                 pos = i = None
         else:
             self._w[x] = w + 1
@@ -465,12 +476,15 @@ class PythonStore(ScoreStore):
             count, size = len(lists), len(before)
             groups.remove(x)
             del self._w[x], self._s[x]
-            if len(lists) == count and lists[pos] is before and len(before) == size - 1:
+            if not lists:
+                self._rebuild()
+            else:
                 self._cw[pos] = _shrink(self._cw[pos], i, 1)
                 self._cs[pos] = _shrink(self._cs[pos], i, y)
-            else:
-                self._resync(pos)
-                pos = i = None
+                if not (len(lists) == count and lists[pos] is before and len(before) == size - 1):
+                    lo = pos - 1 if pos else 0  # sublist pos joined its left one (0: its right)
+                    self._recut(lo, lo + 2)
+                    pos = i = None
         else:
             self._w[x] = w - 1
             self._cw[pos][i + 1 :] -= 1
