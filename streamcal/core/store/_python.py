@@ -48,7 +48,7 @@ _sub, _add, _mul, _div = np.subtract, np.add, np.multiply, np.divide
 
 __all__ = ["PythonStore"]
 
-LOAD = 2000  # groups per SortedList sublist: fewer, longer numpy passes per block scan
+LOAD = 8000  # groups per SortedList sublist: fewer, longer numpy passes per block scan
 MAX_PAIRS = 2**26 - 4  # float slope comparisons are exact below this (module docstring)
 
 
