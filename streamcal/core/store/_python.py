@@ -11,8 +11,8 @@ Layout:
   diagram, CSD), integers held exactly (float arithmetic on them is cheaper than int64's).
   They follow the sublists: an add or remove updates one chunk's arrays in place (views
   into a buffer with room for the longest sublist); when the SortedList splits or joins
-  sublists, the chunks around it are rebuilt from the dicts (once every ~``load / 2``
-  updates);
+  sublists (once every ~``load / 2`` updates), the sums of the chunks involved are cut
+  anew along the new sublists;
 * the PAVA blocks (maximal level sets of the isotonic fit) as three parallel lists: the
   score of each block's last group, its count and its number of ones.
 
@@ -25,10 +25,11 @@ prequential step: predict, then learn the label), that query's scan already answ
 and the add reuses it. Answers and tests are exact: counts are integers (below 2^53 in
 every sum and product formed, so float64 holds them exactly), the tests "is a point below
 a chord" are products of integers, and a slope is a float division of exact integers,
-compared as a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
-far more than float64 rounding for D < 2^26, so with at most ``MAX_PAIRS`` pairs a float
-comparison of two slopes decides exactly what a cross-multiplication would, and the
-largest of rounded slopes is the rounded largest slope (rounding is monotone).
+compared as a float. Two different fractions with denominators up to D differ by at
+least 1 / D^2, far more than float64 rounding for D < 2^26, so with at most
+``MAX_PAIRS`` pairs a float comparison of two slopes decides exactly what a
+cross-multiplication would, and the largest of rounded slopes is the rounded largest
+slope (rounding is monotone).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class PythonStore(ScoreStore):
         return buf[: m + 1]
 
     def _rebuild(self) -> None:
-        """Every chunk's arrays from the dicts: bulk builds."""
+        """Every chunk's arrays from the dicts: bulk builds, a store's first group."""
         lists = self._groups._lists
         sums = [self._chunk_arrays(lst) for lst in lists]
         self._cw = [cw for cw, _ in sums]
@@ -289,7 +290,8 @@ class PythonStore(ScoreStore):
             return self._p0(x), 1.0
         ps, js = self._block_start(b)
         pe, je = self._end(ends[b])  # P_r
-        # P_{d-1} and P_c from one search: they differ iff x is a held score (x <= P_r's)
+        # P_{d-1} and P_c from one search (lst[jd] exists: x <= ends[b], a held score); they
+        # differ iff x is a held score
         lists = self._groups._lists
         pc = pd = bisect_left(self._groups._maxes, x)
         lst = lists[pd]
