@@ -76,10 +76,10 @@ class PythonStore(ScoreStore):
         self._bs: list[int] = []  # per block: ones
         # (x, p0, p1) of the last query's scan inside x's block; any change drops it
         self._seen: tuple | None = None
-        # Scratch for the block scans: a chunk has at most 2 * load + 1 points, and writing
+        # Scratch for the block scans, as long as any chunk's arrays (``_room``): writing
         # into these instead of fresh arrays saves an allocation per numpy pass.
-        self._u = np.empty(2 * self._load + 2)
-        self._v = np.empty(2 * self._load + 2)
+        self._u = np.empty(0)
+        self._v = np.empty(0)
 
     @classmethod
     def _from_groups(cls, t, w, s, chunk=None) -> PythonStore:
@@ -129,21 +129,29 @@ class PythonStore(ScoreStore):
     def _grow(self, a: np.ndarray, i: int, inc: int) -> np.ndarray:
         """Chunk cumulative sums ``a`` after inserting a group of ``inc`` after point i.
 
-        Shifted in place inside a buffer with room for the longest sublist (2 * load
-        groups, plus the one whose add splits it), so an insert is two numpy passes over the
-        suffix and no allocation; the arrays are views into it. A chunk gets its buffer at
-        its first insert, so a store built in bulk and never updated keeps arrays of its
-        exact size.
+        Shifted in place inside a buffer, so an insert is two numpy passes over the suffix
+        and no allocation; the arrays are views into it. The buffer doubles when full, up to
+        room for the longest sublist (2 * load groups, plus the one whose add splits it): a
+        store built in bulk and never updated keeps arrays of its exact size, and the many
+        small stores of a per-category calibration stay small.
         """
         m = len(a)
         buf = a.base
         if buf is None or len(buf) <= m:
-            buf = np.empty(2 * self._load + 2)
+            buf = np.empty(min(2 * m + 2, 2 * self._load + 2))
             buf[:m] = a
+            self._room(len(buf))
         buf[i + 1 : m + 1] = buf[i:m]
         if inc:
             buf[i + 1 : m + 1] += inc
         return buf[: m + 1]
+
+    def _room(self, m: int) -> None:
+        """Scratch for scans over up to m points."""
+        if m > len(self._u):
+            size = min(2 * m, 2 * self._load + 2)
+            self._u = np.empty(size)
+            self._v = np.empty(size)
 
     def _rebuild(self) -> None:
         """Every chunk's arrays from the dicts: bulk builds, a store's first group."""
@@ -152,6 +160,7 @@ class PythonStore(ScoreStore):
         self._cw = [cw for cw, _ in sums]
         self._cs = [cs for _, cs in sums]
         self._built = list(lists)
+        self._room(max(map(len, lists), default=0) + 1)
 
     def _recut(self, lo: int, hi: int) -> None:
         """After the SortedList split sublist lo (hi = lo + 1) or joined lo and lo + 1 (hi =
@@ -172,6 +181,7 @@ class PythonStore(ScoreStore):
                 cut.append(a)
             arrays[lo:hi] = cut
         self._built[lo:hi] = new
+        self._room(max(map(len, new)) + 1)
 
     # ------------------------------------------------------------------ points
 
@@ -616,6 +626,8 @@ class PythonStore(ScoreStore):
         assert set(self._w) == set(self._groups) == set(self._s)
         owners = {id(a if a.base is None else a.base) for a in self._cw + self._cs}
         assert len(owners) == 2 * len(lists), "chunk arrays share a buffer"
+        longest = max(map(len, self._cw), default=0)
+        assert len(self._u) == len(self._v) >= longest, "scratch shorter than a chunk"
         for lst, cw, cs in zip(lists, self._cw, self._cs, strict=True):
             want_w, want_s = self._chunk_arrays(lst)
             np.testing.assert_array_equal(cw, want_w)
