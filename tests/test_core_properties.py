@@ -55,6 +55,12 @@ class StoreMachine(RuleBasedStateMachine):
             store.add(score, label)
         self.pairs.append((float(score), int(label)))
 
+    @rule(score=scores, label=labels)
+    def query_then_add(self, score, label):
+        """The prequential step: the add may reuse what the query just scanned."""
+        self.query(float(score))
+        self.add(score, label)
+
     @precondition(lambda self: self.pairs)
     @rule(i=st.integers(0, 10**6))
     def remove(self, i):

@@ -283,6 +283,26 @@ def test_python_store_structure_stays_consistent():
     store._check()
 
 
+def test_python_store_query_then_add_stays_exact():
+    """An add right after a query of the same score reuses the query's scan of the block
+    (``_seen``); _check re-derives the blocks by PAVA from scratch after each such add."""
+    rng = np.random.default_rng(11)
+    for chunk, regime in [(4, "steep"), (16, "flat"), (4, "ties"), (256, "steep")]:
+        store = backend_class("python")(_chunk=chunk)
+        held = []
+        for i in range(600):
+            x = float(rng.integers(0, 12) / 12) if regime == "ties" else float(rng.random())
+            y = int(rng.random() < (0.4 if regime == "flat" else x**3))
+            store.query(x)
+            store.add(x, y)
+            held.append((x, y))
+            if rng.random() < 0.3:
+                store.remove(*held.pop(0))
+            if i % 7 == 0:
+                store._check()
+        store._check()
+
+
 # what each backend keeps incrementally, and a corruption of it that _check must catch
 CORRUPTIONS = {
     "numba": [
@@ -293,6 +313,7 @@ CORRUPTIONS = {
     "python": [
         lambda st: st._bs.__setitem__(0, st._bs[0] + 1),
         lambda st: st._cs[0].__setitem__(2, st._cs[0][2] + 1),
+        lambda st: (st.query(0.25), setattr(st, "_seen", (*st._seen[:2], st._seen[2] + 0.25))),
     ],
 }
 

@@ -9,22 +9,27 @@ Layout:
 * per sublist of the SortedList (a *chunk*, ~``load`` groups), the cumulative counts and
   ones of its groups as two float64 arrays of length L + 1 (the chunk's cumulative sum
   diagram, CSD), integers held exactly (float arithmetic on them is cheaper than int64's).
-  They follow the sublists: an add or remove updates one chunk's arrays; when the
-  SortedList splits or joins sublists, the chunks around it are rebuilt from the dicts
-  (once every ~``load / 2`` updates);
+  They follow the sublists: an add or remove updates one chunk's arrays in place (views
+  into a buffer with room for the longest sublist); when the SortedList splits or joins
+  sublists (once every ~``load / 2`` updates), the sums of the chunks involved are cut
+  anew along the new sublists;
 * the PAVA blocks (maximal level sets of the isotonic fit) as three parallel lists: the
   score of each block's last group, its count and its number of ones.
 
 A *point* (pos, j) is the CSD point after the first j groups of chunk pos. Every scan
 reads the points of one block (or part of it) chunk by chunk, vectorised with numpy on
 each chunk's arrays: a query costs about (block size / load) numpy passes, never a pass
-over all n. Answers and tests are exact: counts are integers (below 2^53 in every sum
-and product formed, so float64 holds them exactly), the tests "is a point below a chord"
-are products of integers, and a slope is a float division of exact integers, compared as
-a float. Two different fractions with denominators up to D differ by at least 1 / D^2,
-far more than float64 rounding for D < 2^26, so with at most ``MAX_PAIRS`` pairs a float
-comparison of two slopes decides exactly what a cross-multiplication would, and the
-largest of rounded slopes is the rounded largest slope (rounding is monotone).
+over all n. An add scans the part of x's block on one side of x to see whether the block
+stays one; when it follows a query of the same score with nothing changed in between (the
+prequential step: predict, then learn the label), that query's scan already answered it,
+and the add reuses it. Answers and tests are exact: counts are integers (below 2^53 in
+every sum and product formed, so float64 holds them exactly), the tests "is a point below
+a chord" are products of integers, and a slope is a float division of exact integers,
+compared as a float. Two different fractions with denominators up to D differ by at
+least 1 / D^2, far more than float64 rounding for D < 2^26, so with at most
+``MAX_PAIRS`` pairs a float comparison of two slopes decides exactly what a
+cross-multiplication would, and the largest of rounded slopes is the rounded largest
+slope (rounding is monotone).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ _sub, _add, _mul, _div = np.subtract, np.add, np.multiply, np.divide
 
 __all__ = ["PythonStore"]
 
-LOAD = 2000  # groups per SortedList sublist: fewer, longer numpy passes per block scan
+LOAD = 8000  # groups per SortedList sublist: fewer, longer numpy passes per block scan
 MAX_PAIRS = 2**26 - 4  # float slope comparisons are exact below this (module docstring)
 
 
@@ -69,10 +74,12 @@ class PythonStore(ScoreStore):
         self._ends: list[float] = []  # per block: score of its last group
         self._bw: list[int] = []  # per block: count
         self._bs: list[int] = []  # per block: ones
-        # Scratch for the block scans: a chunk has at most 2 * load + 1 points, and writing
+        # (x, p0, p1) of the last query's scan inside x's block; any change drops it
+        self._seen: tuple | None = None
+        # Scratch for the block scans, as long as any chunk's arrays (``_room``): writing
         # into these instead of fresh arrays saves an allocation per numpy pass.
-        self._u = np.empty(2 * self._load + 2)
-        self._v = np.empty(2 * self._load + 2)
+        self._u = np.empty(0)
+        self._v = np.empty(0)
 
     @classmethod
     def _from_groups(cls, t, w, s, chunk=None) -> PythonStore:
@@ -86,7 +93,7 @@ class PythonStore(ScoreStore):
             store._w = dict(zip(scores, np.asarray(w).tolist(), strict=True))
             store._s = dict(zip(scores, np.asarray(s).tolist(), strict=True))
             store._n = n
-            store._resync(-2)
+            store._rebuild()
             k = 0
             for groups, count, ones in pava(w, s):
                 k += groups
@@ -119,28 +126,62 @@ class PythonStore(ScoreStore):
         np.cumsum(np.fromiter(map(self._s.__getitem__, lst), np.int64, len(lst)), out=cs[1:])
         return cw, cs
 
-    def _resync(self, pos: int) -> None:
-        """Chunk arrays after the SortedList split or joined sublists around ``pos``.
+    def _grow(self, a: np.ndarray, i: int, inc: int) -> np.ndarray:
+        """Chunk cumulative sums ``a`` after inserting a group of ``inc`` after point i.
 
-        SortedList only changes the sublists at pos - 1, pos and pos + 1 (the inserted half
-        of a split, or the two joined ones); every other sublist is the same list object
-        as before, and its arrays are kept.
+        Shifted in place inside a buffer, so an insert is two numpy passes over the suffix
+        and no allocation; the arrays are views into it. The buffer doubles when full, up to
+        room for the longest sublist (2 * load groups, plus the one whose add splits it): a
+        store built in bulk and never updated keeps arrays of its exact size, and the many
+        small stores of a per-category calibration stay small.
         """
-        built = zip(self._built, self._cw, self._cs, strict=True)
-        old = {id(lst): (lst, cw, cs) for lst, cw, cs in built}
-        cws, css = [], []
-        for p, lst in enumerate(self._groups._lists):
-            hit = old.get(id(lst))
-            same = hit is not None and hit[0] is lst and len(hit[1]) == len(lst) + 1
-            if same and abs(p - pos) > 1:
-                cws.append(hit[1])
-                css.append(hit[2])
-            else:
-                cw, cs = self._chunk_arrays(lst)
-                cws.append(cw)
-                css.append(cs)
-        self._cw, self._cs = cws, css
-        self._built = list(self._groups._lists)
+        m = len(a)
+        buf = a.base
+        if buf is None or len(buf) <= m:
+            buf = np.empty(min(2 * m + 2, 2 * self._load + 2))
+            buf[:m] = a
+            self._room(len(buf))
+        buf[i + 1 : m + 1] = buf[i:m]
+        if inc:
+            buf[i + 1 : m + 1] += inc
+        return buf[: m + 1]
+
+    def _room(self, m: int) -> None:
+        """Scratch for scans over up to m points."""
+        if m > len(self._u):
+            size = min(2 * m, 2 * self._load + 2)
+            self._u = np.empty(size)
+            self._v = np.empty(size)
+
+    def _rebuild(self) -> None:
+        """Every chunk's arrays from the dicts: bulk builds, a store's first group."""
+        lists = self._groups._lists
+        sums = [self._chunk_arrays(lst) for lst in lists]
+        self._cw = [cw for cw, _ in sums]
+        self._cs = [cs for _, cs in sums]
+        self._built = list(lists)
+        self._room(max(map(len, lists), default=0) + 1)
+
+    def _recut(self, lo: int, hi: int) -> None:
+        """After the SortedList split sublist lo (hi = lo + 1) or joined lo and lo + 1 (hi =
+        lo + 2, maybe splitting the result again): chunks lo..hi-1, their arrays already
+        updated for the pair added or removed, hold in order the groups of the new sublists
+        from lo on; cut their sums anew. From the counts (differences of the sums), not the
+        dicts: a lookup per group in a dict of n scores costs ~100x more (cache misses).
+        """
+        lists = self._groups._lists
+        new = lists[lo : hi + len(lists) - len(self._cw)]
+        for arrays in (self._cw, self._cs):
+            counts = np.concatenate([np.diff(a) for a in arrays[lo:hi]])
+            cut, start = [], 0
+            for lst in new:
+                a = np.zeros(len(lst) + 1)
+                np.cumsum(counts[start : start + len(lst)], out=a[1:])
+                start += len(lst)
+                cut.append(a)
+            arrays[lo:hi] = cut
+        self._built[lo:hi] = new
+        self._room(max(map(len, new)) + 1)
 
     # ------------------------------------------------------------------ points
 
@@ -220,6 +261,13 @@ class PythonStore(ScoreStore):
         """Is a point of the range, from point (fs, fj) on if given, strictly below the line
         of slope s / w through (ps, js)? Exact: int64 products."""
         u, v = self._u, self._v
+        if ps == pe:  # from is in this chunk too
+            a, c = self._cw[ps], self._cs[ps]
+            lo = max(js, fj)
+            k = je + 1 - lo
+            t = _mul(c[lo : je + 1], w, out=u[:k])
+            off = int(c[js]) * w - int(a[js]) * s
+            return _min(_sub(t, _mul(a[lo : je + 1], s, out=v[:k]), out=t)) < off
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos < fs:
                 continue
@@ -251,16 +299,35 @@ class PythonStore(ScoreStore):
         if b == nb:
             return self._p0(x), 1.0
         ps, js = self._block_start(b)
-        pd, jd = self._after(x, False)  # P_{d-1}
-        pc, jc = self._after(x, True)  # P_c
-        pe, je = self._after(ends[b], True)  # P_r
+        pe, je = self._end(ends[b])  # P_r
+        # P_{d-1} and P_c from one search (lst[jd] exists: x <= ends[b], a held score); they
+        # differ iff x is a held score
+        lists = self._groups._lists
+        pc = pd = bisect_left(self._groups._maxes, x)
+        lst = lists[pd]
+        jd = bisect_left(lst, x)
+        jc = jd + 1 if lst[jd] == x else jd
+        if jd == 0:
+            pd, jd = (pd - 1, len(lists[pd - 1])) if pd else (0, 0)
+            if jc == 0:
+                pc, jc = pd, jd
         if (pd == ps and jd == js) or (pc == pe and jc == je):
             return self._p0(x), self._p1(x)
         ax = bw[b] + 1
         ay = bs[b] + 1
+        u, v = self._u, self._v
+        if ps == pe:  # the usual case below ~10^5 pairs: no loop over chunks
+            a, c = self._cw[ps], self._cs[ps]
+            x0, y0 = a[js], c[js]
+            k = jd + 1 - js
+            num = _sub(ay + y0, c[js : jd + 1], out=u[:k])
+            p1 = _max(_div(num, _sub(ax + x0, a[js : jd + 1], out=v[:k]), out=num))
+            k = je + 1 - jc
+            num = _sub(c[jc : je + 1], y0, out=u[:k])
+            p0 = _min(_div(num, _sub(a[jc : je + 1], x0 - 1.0, out=v[:k]), out=num))
+            return self._walk(x, b, p0, p1)
         p1 = -1.0
         p0 = 2.0
-        u, v = self._u, self._v
         for pos, a, c, lo, hi, bx, by in self._spans(ps, js, pe, je):
             if pos <= pd:
                 top = jd if pos == pd else hi
@@ -276,7 +343,14 @@ class PythonStore(ScoreStore):
                 m = _min(_div(num, _add(bx + 1, a[start : hi + 1], out=v[:k]), out=num))
                 if m < p0:
                     p0 = m
-        if b + 1 < nb and bs[b + 1] / bw[b + 1] < p1:
+        return self._walk(x, b, p0, p1)
+
+    def _walk(self, x: float, b: int, p0, p1) -> tuple[float, float]:
+        """(p0, p1) from the scan of x's block b: ``_p0`` / ``_p1`` redo an answer that
+        must walk to a neighbouring block (the neighbour's mean is past it)."""
+        self._seen = (x, p0, p1)
+        bw, bs = self._bw, self._bs
+        if b + 1 < len(bw) and bs[b + 1] / bw[b + 1] < p1:
             p1 = self._p1(x)
         if b > 0 and bs[b - 1] / bw[b - 1] > p0:
             p0 = self._p0(x)
@@ -294,7 +368,12 @@ class PythonStore(ScoreStore):
         return p0.reshape(x.shape), p1.reshape(x.shape)
 
     def _block_start(self, b: int) -> tuple[int, int]:
-        return (0, 0) if b == 0 else self._after(self._ends[b - 1], True)
+        return (0, 0) if b == 0 else self._end(self._ends[b - 1])
+
+    def _end(self, t: float) -> tuple[int, int]:
+        """The point after the group of the held score t: ``_after(t, True)``, shorter."""
+        pos = bisect_left(self._groups._maxes, t)
+        return pos, bisect_right(self._groups._lists[pos], t)
 
     def _p1(self, x: float) -> float:
         """The largest slope from P_{l-1}..P_{d-1} to P_r + (1, 1), d the first group with
@@ -351,6 +430,11 @@ class PythonStore(ScoreStore):
         y = label if type(label) is int and (label == 0 or label == 1) else check_label(label)
         if self._n >= MAX_PAIRS:
             raise ValueError(f"the python store holds at most {MAX_PAIRS} pairs")
+        seen = self._seen
+        if seen is not None:
+            self._seen = None
+            if seen[0] != x:
+                seen = None
         groups = self._groups
         w = self._w.get(x)
         if w is None:
@@ -363,18 +447,19 @@ class PythonStore(ScoreStore):
                 before = lists[pos]
             self._w[x] = 1
             self._s[x] = y
-            groups.add(x)
-            if count and len(lists) == count:  # no split: x went into sublist pos
+            if count:
                 i = bisect_left(before, x)
-                cw, cs = self._cw[pos], self._cs[pos]
-                self._cw[pos] = np.concatenate((cw[: i + 1], cw[i:] + 1))
-                self._cs[pos] = (
-                    np.concatenate((cs[: i + 1], cs[i:] + y))
-                    if y
-                    else np.concatenate((cs[: i + 1], cs[i:]))
-                )
+                groups.add(x)
+                self._cw[pos] = self._grow(self._cw[pos], i, 1)
+                self._cs[pos] = self._grow(self._cs[pos], i, y)
+                if len(lists) > count:  # sublist pos split: its first half stayed
+                    self._recut(pos, pos + 1)
+                    if i > len(before):
+                        pos, i = pos + 1, i - len(before)
             else:
-                self._resync(pos if count else 0)
+                groups.add(x)
+                self._rebuild()
+                pos = i = None
         else:
             self._w[x] = w + 1
             pos = bisect_left(groups._maxes, x)
@@ -384,7 +469,7 @@ class PythonStore(ScoreStore):
                 self._s[x] += 1
                 self._cs[pos][i + 1 :] += 1
         self._n += 1
-        if not self._fast_fix(x, y, 1, False):
+        if not self._fast_fix(x, y, 1, False, pos, i, seen):
             self._refit(x)
 
     def remove(self, score, label) -> None:
@@ -393,6 +478,7 @@ class PythonStore(ScoreStore):
         w = self._w.get(x)
         if w is None or (self._s[x] == 0 if y else self._s[x] == w):
             raise ValueError(f"pair ({score!r}, {label!r}) is not in the store")
+        self._seen = None
         groups = self._groups
         lists = groups._lists
         pos = bisect_left(groups._maxes, x)
@@ -402,12 +488,15 @@ class PythonStore(ScoreStore):
             count, size = len(lists), len(before)
             groups.remove(x)
             del self._w[x], self._s[x]
-            if len(lists) == count and lists[pos] is before and len(before) == size - 1:
-                cw, cs = self._cw[pos], self._cs[pos]
-                self._cw[pos] = np.concatenate((cw[: i + 1], cw[i + 2 :] - 1))
-                self._cs[pos] = np.concatenate((cs[: i + 1], cs[i + 2 :] - y))
+            if not lists:
+                self._rebuild()
             else:
-                self._resync(pos)
+                self._cw[pos] = _shrink(self._cw[pos], i, 1)
+                self._cs[pos] = _shrink(self._cs[pos], i, y)
+                if not (len(lists) == count and lists[pos] is before and len(before) == size - 1):
+                    lo = pos - 1 if pos else 0  # sublist pos joined its left one (0: its right)
+                    self._recut(lo, lo + 2)
+                    pos = i = None
         else:
             self._w[x] = w - 1
             self._cw[pos][i + 1 :] -= 1
@@ -415,12 +504,14 @@ class PythonStore(ScoreStore):
                 self._s[x] -= 1
                 self._cs[pos][i + 1 :] -= 1
         self._n -= 1
-        if not self._fast_fix(x, y, -1, w == 1):
+        if not self._fast_fix(x, y, -1, w == 1, pos, i):
             self._refit(x)
 
-    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool) -> bool:
+    def _fast_fix(self, x: float, y: int, dw: int, deleted: bool, pos, i, seen=None) -> bool:
         """After adding (dw = 1) or removing (dw = -1) the pair (x, y): if the block B = [l..r]
-        holding x stays one block, update its totals and return True.
+        holding x stays one block, update its totals and return True. (pos, i) is the point
+        P'_{g-1} before x's group g (unnormalised: i may be 0), or None if unknown; ``seen``
+        the last query's in-block scan of x if nothing changed since (adds only).
 
         B stays one block iff no point of it is strictly below the new chord from P_{l-1}
         to P'_r and its neighbours' means stay on their side (strictly: blocks are maximal).
@@ -437,22 +528,31 @@ class PythonStore(ScoreStore):
         s = bs[b] + y * dw
         if w == 0:
             return False
-        ps, js = self._block_start(b)
-        if (y == 1) == (dw == 1):  # the chord rises
-            if b + 1 < nb and bs[b + 1] * w <= s * bw[b + 1]:
-                return False
-            pe, je = self._after(x, False)
+        rises = (y == 1) == (dw == 1)
+        if rises and b + 1 < nb and bs[b + 1] * w <= s * bw[b + 1]:
+            return False
+        if not rises and b > 0 and bs[b - 1] * w >= s * bw[b - 1]:
+            return False
+        if seen is not None:
+            # The query of x scanned exactly these points against exactly this chord: a point
+            # of P_{l-1}..P_{g-1} is below the chord to P_r + (1, 1) iff its slope to that
+            # end exceeds the chord's (p1 > s / w); after adding a 0, a point P'_k = P_k +
+            # (1, 0) right of x is below iff P_k's slope from (-1, 0) is below it (p0 < s / w),
+            # and the points left of x were on or above a steeper chord. Exact: slopes of
+            # fractions with denominators <= w (module docstring).
+            below = seen[2] > s / w if rises else seen[1] < s / w
         else:
-            if b > 0 and bs[b - 1] * w >= s * bw[b - 1]:
-                return False
-            qs, qj = self._after(x, False)  # P'_{g-1}
-            pe, je = self._after(ends[b], True)
-            if self._below_chord(ps, js, pe, je, w, s, qs, qj):
-                return False
-            bw[b] = w
-            bs[b] = s
-            return True
-        if self._below_chord(ps, js, pe, je, w, s):
+            if i is None:
+                pos, i = self._after(x, False)
+            elif i == 0:
+                pos, i = (pos - 1, len(self._groups._lists[pos - 1])) if pos else (0, 0)
+            ps, js = self._block_start(b)
+            if rises:
+                below = self._below_chord(ps, js, pos, i, w, s)
+            else:
+                pe, je = self._end(ends[b])
+                below = self._below_chord(ps, js, pe, je, w, s, pos, i)
+        if below:
             return False
         bw[b] = w
         bs[b] = s
@@ -524,6 +624,10 @@ class PythonStore(ScoreStore):
         assert len(self._cw) == len(lists) == len(self._cs)
         assert all(lst is b for lst, b in zip(lists, self._built, strict=True))
         assert set(self._w) == set(self._groups) == set(self._s)
+        owners = {id(a if a.base is None else a.base) for a in self._cw + self._cs}
+        assert len(owners) == 2 * len(lists), "chunk arrays share a buffer"
+        longest = max(map(len, self._cw), default=0)
+        assert len(self._u) == len(self._v) >= longest, "scratch shorter than a chunk"
         for lst, cw, cs in zip(lists, self._cw, self._cs, strict=True):
             want_w, want_s = self._chunk_arrays(lst)
             np.testing.assert_array_equal(cw, want_w)
@@ -537,6 +641,19 @@ class PythonStore(ScoreStore):
             bw.append(count)
             bs.append(ones)
         assert (ends, bw, bs) == (self._ends, self._bw, self._bs), "blocks differ from PAVA"
+        if self._seen is not None:  # the next add trusts it: it must be what a scan gives now
+            seen, self._seen = self._seen, None
+            self._pair(seen[0])
+            assert self._seen == seen, "the last query's scan differs from a fresh one"
+
+
+def _shrink(a: np.ndarray, i: int, dec: int) -> np.ndarray:
+    """Chunk cumulative sums ``a`` after deleting group i (of ``dec`` ones), in place."""
+    m = len(a)
+    a[i + 1 : m - 1] = a[i + 2 :]
+    if dec:
+        a[i + 1 : m - 1] -= dec
+    return a[: m - 1]
 
 
 def _settle(stack: list[list], left: int, bw: list[int], bs: list[int]) -> int:
