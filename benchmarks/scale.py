@@ -10,12 +10,13 @@ topics holding the same stream (sva, scaled logistic regression, every label joi
 Every run reads the same input topics, produced once beforehand, from the start (its own
 consumer group and output topics). The two one-instance runs are repeated --repeat times,
 interleaved (global, partition, global, partition, ...), and their medians compared: on a
-2-core machine shared with other jobs a single run's CPU per event varies by +-15%, and
-single runs gave partition/global ratios from 0.75 to 1.11 (median 0.99, 6 pairs). The
-work compared is the same per event except checkpoints: `--scope global` runs without a
-state directory (no checkpoints), `--scope partition` writes its 4 units to the state
-topic every --checkpoint-interval (30 s: none within a --quick window; a checkpoint of
-the 4 units at 60k labels is ~37 ms of CPU against ~23 ms for the one global unit).
+2-core machine shared with other jobs a single run's CPU per event varies by +-20%, and
+pairs of single runs gave partition/global ratios from 0.75 to 1.50 (median 1.02, 9
+pairs; benchmarks/scopes.py, in process, puts the real difference at 1-4%). The work
+compared is the same per event except checkpoints: `--scope global` runs without a state
+directory (no checkpoints), `--scope partition` writes its 4 units to the state topic
+every --checkpoint-interval (30 s: none within a --quick window; a checkpoint of the 4
+units at 60k labels is ~37 ms of CPU against ~23 ms for the one global unit).
 
 Rates are steady-state, from the metric lines (per unit, every --metrics-every labels)
 written once the group's assignment is final (the last "adopted units" log line: two
