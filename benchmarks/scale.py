@@ -5,11 +5,18 @@ topics holding the same stream (sva, scaled logistic regression, every label joi
 
 * `--scope global`, one instance;
 * `--scope partition`, one instance (state topic on, as deployed);
-* `--scope partition`, two instances in one consumer group.
+* `--scope partition`, two instances in one consumer group;
+* `--scope partition`, one and two instances of one process each (`--no-producer-process`).
+
+Why the last pair: by default an instance is two busy processes (the processor and its
+producer process), so on a 2-core machine one instance already holds both cores and a
+second one mostly takes turns with it; with one process per instance, 1 -> 2 instances is
+1 -> 2 cores, which shows what the consumer group itself costs (nothing, if the ratio is
+near 2). On a machine with a core per process both configurations scale alike.
 
 Every run reads the same input topics, produced once beforehand, from the start (its own
-consumer group and output topics). The two one-instance runs are repeated --repeat times,
-interleaved (global, partition, global, partition, ...), and their medians compared: on a
+consumer group and output topics). All runs are repeated --repeat times, interleaved
+(global, partition, 2 instances, ..., global, ...), and their medians compared: on a
 2-core machine shared with other jobs a single run's CPU per event varies by +-20%, and
 pairs of single runs gave partition/global ratios from 0.75 to 1.50 (median 1.02, 9
 pairs; benchmarks/scopes.py, in process, puts the real difference at 1-4%). The work
@@ -188,10 +195,11 @@ def steady(instances, every: int) -> tuple[float, float, int]:
     return events / (t1 - t0), 1e6 * cpu / events, events
 
 
-def throughput(bs, tag, tmp: Path, scope: str, count: int, inputs: dict, every: int, rep=0):
+def throughput(bs, tag, tmp: Path, scope: str, count: int, inputs: dict, every: int, rep=0,
+               more=()):  # fmt: skip
     name = f"{scope}-{count}-{rep}"
     topics = new_topics(bs, tag, name, None, inputs)
-    extra = ["--max-idle-s", "3", "--session-timeout-ms", "2000"]
+    extra = ["--max-idle-s", "3", "--session-timeout-ms", "2000", *more]
     if scope == "global":
         extra += ["--state-topic", "none"]  # global: checkpoints in --state-dir only (none here)
     run_dir = tmp / name
@@ -268,6 +276,19 @@ def kill_run(bs, tag, tmp: Path, rate: float, seconds: float, every: int):
     return back - killed_at, restore[0][2] if restore else float("nan"), len(units), 6.0
 
 
+SINGLE = ("--no-producer-process",)
+
+
+def _name(key) -> str:
+    scope, count, more = key
+    name = f"--scope {scope}, {count} instance{'s' if count > 1 else ''}"
+    return name + (", one process each" if more else "")
+
+
+def _median(xs):
+    return sorted(xs)[(len(xs) - 1) // 2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -290,38 +311,45 @@ def main() -> None:
         bs = broker.bootstrap_servers
         tag = uuid.uuid4().hex[:8]
         inputs = new_topics(bs, tag, "input", n)
-        runs: dict = {("global", 1): [], ("partition", 1): [], ("partition", 2): []}
-        order = [("global", 1), ("partition", 1)] * args.repeat + [("partition", 2)]
-        for i, (scope, count) in enumerate(order):
-            runs[(scope, count)].append(throughput(bs, tag, tmp, scope, count, inputs, every, i))
-            rate, cpu, events = runs[(scope, count)][-1]
-            print(f"--scope {scope}, {count} instance(s): {rate:,.0f} events/s, "
+        plan = [("global", 1, ()), ("partition", 1, ()), ("partition", 2, ()),
+                ("partition", 1, SINGLE), ("partition", 2, SINGLE)]  # fmt: skip
+        runs: dict = {k: [] for k in plan}
+        for i, key in enumerate(plan * args.repeat):
+            scope, count, more = key
+            runs[key].append(throughput(bs, tag, tmp, scope, count, inputs, every, i, more))
+            rate, cpu, events = runs[key][-1]
+            print(f"{_name(key)}: {rate:,.0f} events/s, "
                   f"{cpu:.1f} CPU µs/event ({events:,} in the window)", flush=True)  # fmt: skip
-        # The median run of each (by CPU per event), so rate and CPU come from one run.
-        rows = {k: sorted(v, key=lambda r: r[1])[(len(v) - 1) // 2] for k, v in runs.items()}
+        # The median run of each (by events/s for the rates, by CPU per event for the CPU).
+        rate_of = {k: _median([r[0] for r in v]) for k, v in runs.items()}
+        cpu_of = {k: _median([r[1] for r in v]) for k, v in runs.items()}
         recovery, restore, n_units, session = kill_run(bs, tag, tmp, args.live_rate, 8.0, 20)
 
     print(f"\n{n:,} events over {P} partitions, {os.cpu_count()} cores, tansu in memory; "
-          f"one-instance rows: the median of {args.repeat} interleaved runs\n")  # fmt: skip
-    print(f"{'run':34s} {'events/s':>10s} {'CPU µs/event':>13s}")
-    for (scope, count), (rate, cpu, _) in rows.items():
-        name = f"--scope {scope}, {count} instance{'s' if count > 1 else ''}"
-        print(f"{name:34s} {rate:10,.0f} {cpu:13.1f}")
-    one, two = rows[("partition", 1)], rows[("partition", 2)]
-    glob = rows[("global", 1)]
-    print(f"\n2 instances / 1 instance (events/s): {two[0] / one[0]:.2f}x (target >= 1.7x)")
-    print(f"--scope partition / --scope global (CPU per event): {one[1] / glob[1]:.2f} "
+          f"each row: the medians of {args.repeat} interleaved runs\n")  # fmt: skip
+    print(f"{'run':58s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    for key in plan:
+        print(f"{_name(key):58s} {rate_of[key]:10,.0f} {cpu_of[key]:13.1f}")
+    g1, p1, p2, s1, s2 = plan
+    print(
+        f"\n2 instances / 1 instance (events/s): {rate_of[p2] / rate_of[p1]:.2f}x; "
+        f"one process per instance: {rate_of[s2] / rate_of[s1]:.2f}x (target >= 1.7x)"
+    )
+    print(f"--scope partition / --scope global (CPU per event): {cpu_of[p1] / cpu_of[g1]:.2f} "
           "(target <= 1.10)")  # fmt: skip
-    pairs = zip(runs[("global", 1)], runs[("partition", 1)], strict=True)
+    pairs = zip(runs[g1], runs[p1], strict=True)
     print("  run by run (each partition run after its global one): "
           + ", ".join(f"{p[1] / g[1]:.2f}" for g, p in pairs))  # fmt: skip
+    pairs = zip(runs[s1], runs[s2], strict=True)
+    print("  one process per instance, run by run (2 / 1): "
+          + ", ".join(f"{b[0] / a[0]:.2f}" for a, b in pairs))  # fmt: skip
     print(f"\nkill -9 of one of 2 instances (live {args.live_rate:,.0f} events/s, window 1000, "
           f"session timeout {session:.0f} s):")  # fmt: skip
     print(f"  its {n_units} units predicting again after {recovery:.1f} s "
           f"(target <= session timeout + 5 s = {session + 5:.0f} s)")  # fmt: skip
     print(f"  restoring them from the state topic took {restore:.3f} s "
           f"({restore / n_units:.3f} s per unit)")  # fmt: skip
-    cpu = one[1]
+    cpu = cpu_of[p1]
     print(f"\nProjection (not measured): events/s = cores x 1e6 / {cpu:.1f} CPU µs per event,")
     print("one --scope partition instance per core, at least as many partitions as cores,")
     print("the broker on other machines:")
