@@ -207,6 +207,28 @@ class MemoryConsumer:
         pass
 
 
+def cpu_us(fn, n: int) -> float:
+    """CPU µs per item of ``fn()`` over ``n`` items, under the GC settings Processor.run
+    uses (frozen heap, rare gen-0 passes): with CPython's defaults, a timing loop's own
+    lists of results would trigger collections that walk everything alive and charge them
+    to the part timed."""
+    import gc
+
+    from streamcal.stream.processor import _GC_GEN0
+
+    gc.collect()
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(_GC_GEN0, *threshold[1:])
+    try:
+        t = time.process_time()
+        fn()
+        return 1e6 * (time.process_time() - t) / n
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
 KAFKA_VARIANTS = (  # name, consume, produce, producer in a child process
     ("full (Kafka in and out)", True, True, True),
     ("full, producer in the thread", True, True, False),
@@ -313,24 +335,7 @@ def logic_split(n: int) -> list[tuple[str, float]]:
     unit.send = lambda topic, key, value: None
 
     def timed(fn) -> float:
-        # Under the GC settings Processor.run uses (frozen heap, rare gen-0 passes): with
-        # CPython's defaults, the timing loops' own lists of results would trigger
-        # collections that walk everything alive and charge them to the part timed.
-        import gc
-
-        from streamcal.stream.processor import _GC_GEN0
-
-        gc.collect()
-        gc.freeze()
-        threshold = gc.get_threshold()
-        gc.set_threshold(_GC_GEN0, *threshold[1:])
-        try:
-            t = time.process_time()
-            fn()
-            return 1e6 * (time.process_time() - t) / n
-        finally:
-            gc.set_threshold(*threshold)
-            gc.unfreeze()
+        return cpu_us(fn, n)
 
     def all_records(lo, hi):
         for ev, lab in zip(events[lo:hi], labels[lo:hi], strict=True):

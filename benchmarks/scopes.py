@@ -46,10 +46,11 @@ KEY = "benchmark-checkpoint-key-0123456789"
 _Rec = namedtuple("_Rec", "topic partition offset timestamp key value")
 
 
-class MemoryGroupConsumer:
-    """The stream as a KafkaConsumer serves it, for ``assign`` and for ``subscribe``
-    (the whole assignment handed to the listener at the first poll). Records go to a
-    partition by their key, as the producer of benchmarks/kafka.py puts them."""
+class MemoryGroupConsumer(bench_kafka.MemoryConsumer):
+    """benchmarks/kafka.py's in-memory consumer, for ``subscribe`` too (the whole
+    assignment handed to the listener at the first poll), its partitions served in turn.
+    Records go to a partition by their key, as the producer of benchmarks/kafka.py puts
+    them, so that events and labels are co-partitioned as ``--scope partition`` needs."""
 
     def __init__(self, n: int):
         from kafka import TopicPartition
@@ -69,14 +70,8 @@ class MemoryGroupConsumer:
     def topics(self):
         return {"events", "labels"}
 
-    def partitions_for_topic(self, topic):
-        return {tp.partition for tp in self.data if tp.topic == topic}
-
     def subscribe(self, topics, listener=None):
         self._listener = listener
-
-    def assign(self, tps):
-        pass
 
     def poll(self, timeout_ms=0, max_records=2000):
         if self._listener is not None:
@@ -93,21 +88,6 @@ class MemoryGroupConsumer:
                 return {tp: recs[p : p + k]}
         time.sleep(timeout_ms / 1000)
         return {}
-
-    def highwater(self, tp):
-        return len(self.data[tp])
-
-    def position(self, tp):
-        return min(self.pos[tp], len(self.data[tp]))
-
-    def seek(self, tp, offset):
-        self.pos[tp] = offset
-
-    def commit(self, offsets):
-        pass
-
-    def close(self, autocommit=False):
-        pass
 
 
 class _NullOutbox:
@@ -161,7 +141,6 @@ def run_scope(scope: str, n: int, every: int, profiler=None) -> float:
 def units_alone(n: int, every: int, units: int) -> float:
     """CPU µs per event of the merged stream fed to ``units`` units (1, or one per
     partition), outputs dropped, under the processor's GC settings."""
-    from streamcal.stream.processor import _GC_GEN0
     from streamcal.stream.unit import CalibrationUnit
 
     memory = MemoryGroupConsumer(n)
@@ -173,22 +152,16 @@ def units_alone(n: int, every: int, units: int) -> float:
     config = _config("partition", every)
     made = {p: CalibrationUnit(config, p, lambda t, k, v: None) for p in range(P)}
     route = made if units == P else dict.fromkeys(made, made[0])
-    gc.collect()
-    gc.freeze()
-    threshold = gc.get_threshold()
-    gc.set_threshold(_GC_GEN0, *threshold[1:])
-    try:
-        t = time.process_time()
+
+    def feed():
         for _, is_label, p, _, rec in seq:
             unit = route[p]
             if is_label:
                 unit.on_label(rec)
             else:
                 unit.on_event(rec)
-        return 1e6 * (time.process_time() - t) / n
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+
+    return bench_kafka.cpu_us(feed, n)
 
 
 _PARTS = (  # (label, file, function): cumulative time of these, per event

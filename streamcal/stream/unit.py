@@ -187,11 +187,17 @@ class CalibrationUnit:
                     f"label_wait={self.config.label_wait:g} s",
                 )
 
-    def on_event(self, rec) -> None:
+    def _decode(self, rec, decode):
+        """The decoded message, or None once a bad one is dead-lettered."""
         try:
-            ev = decode_event(rec.value, self._fields)
+            return decode(rec.value, self._fields)
         except BadInput as exc:
             self._dead(rec, str(exc))
+            return None
+
+    def on_event(self, rec) -> None:
+        ev = self._decode(rec, decode_event)
+        if ev is None:
             return
         eid = ev.id
         if eid in self.pending or self.recent.get(eid) is not None:
@@ -230,10 +236,8 @@ class CalibrationUnit:
             self._join(eid, *waiting)
 
     def on_label(self, rec) -> None:
-        try:
-            lab = decode_label(rec.value, self._fields)
-        except BadInput as exc:
-            self._dead(rec, str(exc))
+        lab = self._decode(rec, decode_label)
+        if lab is None:
             return
         eid = lab.id
         if eid in self.pending:
