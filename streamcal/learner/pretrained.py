@@ -33,11 +33,12 @@ from collections import deque
 
 from streamcal.core import ScoreStore
 from streamcal.learner.scoring import canonical, score_many, score_sorted
+from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
 
 
-class PretrainedVennAbers:
+class PretrainedVennAbers(CalibrationWindow):
     """State of the sliding pre-trained mode (see the module docstring).
 
     >>> from river import linear_model
@@ -51,10 +52,7 @@ class PretrainedVennAbers:
     """
 
     def __init__(self, model, window: int, refresh_every: int):
-        self.model = model
-        self.window = window
-        self.refresh_every = refresh_every
-        self.store = ScoreStore()
+        super().__init__(model, window, refresh_every)
         self.calibration: deque = deque()  # (features, label, score), oldest first
         self.n_seen = 0
         self.n_learned = 0
@@ -91,22 +89,17 @@ class PretrainedVennAbers:
 
     def to_state(self) -> dict:
         """Plain data (the model is the classifier's to keep); see ``from_state``."""
-        scores, labels = self.store.to_arrays()
-        return {
-            "window": self.window,
-            "refresh_every": self.refresh_every,
-            "store": (scores, labels),
-            "calibration": [list(c) for c in self.calibration],
-            "n_seen": self.n_seen,
-            "n_learned": self.n_learned,
-            "version": self.version,
-        }
+        return self._window_state(
+            calibration=[list(c) for c in self.calibration],
+            n_seen=self.n_seen,
+            n_learned=self.n_learned,
+            version=self.version,
+        )
 
     @classmethod
     def from_state(cls, model, state: dict) -> PretrainedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls(model, state["window"], state["refresh_every"])
-        self.store = ScoreStore.from_arrays(*state["store"])
+        self = cls._from_window_state(model, state)
         self.calibration = deque(tuple(c) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]

@@ -19,11 +19,12 @@ from collections import deque
 
 from streamcal.core import ScoreStore
 from streamcal.learner.scoring import LearnScore, canonical, ordered, score_many, score_one
+from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["SimplifiedVennAbers"]
 
 
-class SimplifiedVennAbers:
+class SimplifiedVennAbers(CalibrationWindow):
     """State of the "sva" mode (see the module docstring).
 
     ``window=None`` keeps every pair (no forgetting, and no features are kept).
@@ -37,10 +38,7 @@ class SimplifiedVennAbers:
     """
 
     def __init__(self, model, window: int | None, refresh_every: int | None):
-        self.model = model
-        self.window = window
-        self.refresh_every = refresh_every
-        self.store = ScoreStore()
+        super().__init__(model, window, refresh_every)
         # (features or None, label, score), oldest first; unused when window is None
         self.pairs: deque = deque()
         self.n_seen = 0
@@ -57,20 +55,12 @@ class SimplifiedVennAbers:
 
     def to_state(self) -> dict:
         """Plain data (the model is the classifier's to keep); see ``from_state``."""
-        scores, labels = self.store.to_arrays()
-        return {
-            "window": self.window,
-            "refresh_every": self.refresh_every,
-            "store": (scores, labels),
-            "pairs": [list(p) for p in self.pairs],
-            "n_seen": self.n_seen,
-        }
+        return self._window_state(pairs=[list(p) for p in self.pairs], n_seen=self.n_seen)
 
     @classmethod
     def from_state(cls, model, state: dict) -> SimplifiedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls(model, state["window"], state["refresh_every"])
-        self.store = ScoreStore.from_arrays(*state["store"])
+        self = cls._from_window_state(model, state)
         self.pairs = deque(tuple(p) for p in state["pairs"])
         self.n_seen = state["n_seen"]
         return self
