@@ -83,13 +83,9 @@ class CalibrationUnit:
         self.config = config
         self.unit = unit
         kwargs = {"merge": config.merge}
-        if config.mode is not None:
-            kwargs["mode"] = config.mode
-        if config.window is not None:
-            kwargs["window"] = config.window
-        if config.refresh_every is not None:
-            kwargs["refresh_every"] = config.refresh_every
-        for k in ("by", "min_category", "fallback", "max_categories"):  # Mondrian (--by)
+        # Only the settings given: the classifier's own defaults stand for the others.
+        for k in ("mode", "window", "refresh_every", "by", "min_category", "fallback",
+                  "max_categories"):  # fmt: skip
             if getattr(config, k) is not None:
                 kwargs[k] = getattr(config, k)
         self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
