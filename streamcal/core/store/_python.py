@@ -94,12 +94,7 @@ class PythonStore(ScoreStore):
             store._s = dict(zip(scores, np.asarray(s).tolist(), strict=True))
             store._n = n
             store._rebuild()
-            k = 0
-            for groups, count, ones in pava(w, s):
-                k += groups
-                store._ends.append(scores[k - 1])
-                store._bw.append(count)
-                store._bs.append(ones)
+            store._ends, store._bw, store._bs = _blocks(scores, w, s)
         return store
 
     def _groups_arrays(self):
@@ -634,17 +629,24 @@ class PythonStore(ScoreStore):
             np.testing.assert_array_equal(cs, want_s)
         t, w, s = self._groups_arrays()
         assert self._n == int(w.sum())
-        ends, bw, bs, k = [], [], [], 0
-        for groups, count, ones in pava(w, s):
-            k += groups
-            ends.append(float(t[k - 1]))
-            bw.append(count)
-            bs.append(ones)
-        assert (ends, bw, bs) == (self._ends, self._bw, self._bs), "blocks differ from PAVA"
+        want = _blocks(t.tolist(), w, s)
+        assert want == (self._ends, self._bw, self._bs), "blocks differ from PAVA"
         if self._seen is not None:  # the next add trusts it: it must be what a scan gives now
             seen, self._seen = self._seen, None
             self._pair(seen[0])
             assert self._seen == seen, "the last query's scan differs from a fresh one"
+
+
+def _blocks(scores: list, w, s) -> tuple[list, list, list]:
+    """The PAVA blocks of the groups (``scores``, counts ``w``, ones ``s``): the score of
+    each block's last group, its count and its number of ones."""
+    ends, bw, bs, k = [], [], [], 0
+    for groups, count, ones in pava(w, s):
+        k += groups
+        ends.append(scores[k - 1])
+        bw.append(count)
+        bs.append(ones)
+    return ends, bw, bs
 
 
 def _shrink(a: np.ndarray, i: int, dec: int) -> np.ndarray:
