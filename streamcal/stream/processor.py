@@ -162,12 +162,7 @@ class Processor:
         units = [u for u in units if u in self.units]  # assigned but never adopted: nothing
         if not units:
             return
-        if self._out is not None:
-            self._out.flush()
-        for u in units:
-            self._save(self.units[u])
-        if self._out is not None and self._state_topic is not None:
-            self._out.flush()
+        self._save_units([self.units[u] for u in units])
         # No offset commit here: this runs in kafka-python's I/O thread, where the
         # consumer cannot block; the checkpoints above are what the next owner resumes from.
         for u in units:
@@ -321,16 +316,21 @@ class Processor:
         if self._state_topic is not None:
             self._state_topic.save(unit.unit, state, unit.offsets)
 
+    def _save_units(self, units) -> None:
+        """Flush the outputs first (a state must not cover records whose predictions could
+        still be lost), write the units' states, then flush the state-topic records."""
+        if self._out is not None:
+            self._out.flush()
+        for unit in units:
+            self._save(unit)
+        if units and self._out is not None and self._state_topic is not None:
+            self._out.flush()
+
     def checkpoint(self) -> None:
         """Flush outputs, write the states of the units changed since the last checkpoint
         (with the offsets they correspond to), commit the offsets."""
-        if self._out is not None:
-            self._out.flush()
         changed = [self.units[u] for u in sorted(self._dirty, key=str) if u in self.units]
-        for unit in changed:
-            self._save(unit)
-        if self._state_topic is not None and changed:
-            self._out.flush()
+        self._save_units(changed)
         self._commit(changed)
         self._last_checkpoint_at = time.monotonic()
         self._dirty.clear()
