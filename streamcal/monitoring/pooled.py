@@ -39,13 +39,18 @@ def _progress(line: dict) -> tuple:
     return (line.get("labels") or 0, line.get("events") or 0, line.get("ts") or 0.0)
 
 
+def _keep_newest(latest: dict, line: dict) -> None:
+    """Make ``line`` its unit's entry in ``latest`` if it has seen at least as much."""
+    k = unit_key(line)
+    if k not in latest or _progress(line) >= _progress(latest[k]):
+        latest[k] = line
+
+
 def latest_by_unit(lines) -> dict:
     """``{unit: line}``: the newest line of each unit."""
     out: dict = {}
     for line in lines:
-        k = unit_key(line)
-        if k not in out or _progress(line) >= _progress(out[k]):
-            out[k] = line
+        _keep_newest(out, line)
     return out
 
 
@@ -100,9 +105,8 @@ def pool(lines) -> dict:
             out[f.key] = None
     for f in schema.FIELDS:
         if f.pooling.startswith("ece:"):
+            # Every bins field was pooled above (None where no unit has bins).
             table = bins_of.get(f.pooling.split(":", 1)[1])
-            if table is None:
-                table = _add_bins([ln.get(f.pooling.split(":", 1)[1]) for ln in lines])
             out[f.key] = expected_calibration_error(table) if table else None
     return out
 
@@ -116,9 +120,7 @@ def pooled_log(lines, points: int = 2000) -> list[dict]:
     latest: dict = {}
     out = []
     for i, line in enumerate(lines):
-        k = unit_key(line)
-        if k not in latest or _progress(line) >= _progress(latest[k]):
-            latest[k] = line
+        _keep_newest(latest, line)
         if i % step == 0 or i == len(lines) - 1:
             out.append(pool(latest.values()))
     return out

@@ -34,7 +34,7 @@ from streamcal.monitoring.metric_log import (
     read_metric_log,
     split_labelled,
 )
-from streamcal.monitoring.pooled import latest_by_unit, pool, pooled_log
+from streamcal.monitoring.pooled import latest_by_unit, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
 
 __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
@@ -492,8 +492,7 @@ def write_report(
             raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
         units = latest_by_unit(lines)
         if len(units) > 1:
-            log = pooled_log(lines)
-            log[-1] = pool(units.values())
+            log = pooled_log(lines)  # its last line pools every unit's newest
             kind = (
                 f"{len(paths)} metric log(s), {len(lines)} lines of {len(units)} units; the "
                 "tables show the units' newest lines pooled"
