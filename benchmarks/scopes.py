@@ -90,15 +90,6 @@ class MemoryGroupConsumer(bench_kafka.MemoryConsumer):
         return {}
 
 
-class _NullOutbox:
-    failed = False
-
-    def send(self, topic, key, value):
-        pass
-
-    ship = flush = close = lambda self, *a, **k: None
-
-
 def _config(scope: str, every: int):
     from streamcal.stream.config import ProcessorConfig
 
@@ -123,7 +114,7 @@ def run_scope(scope: str, n: int, every: int, profiler=None) -> float:
     proc = Processor(config)
     memory = MemoryGroupConsumer(n)
     proc._make_consumer = lambda: memory
-    proc._make_outbox = _NullOutbox
+    proc._make_outbox = bench_kafka._NullOutbox
     proc.unit_class(config, None).clf.predict_interval_one({"x0": 0.0})  # numba kernels
     stop = threading.Event()
     progress = lambda events: events >= n and stop.set()  # noqa: E731

@@ -129,8 +129,7 @@ def _main(args) -> int:
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
     except (GroupError, CheckpointError) as exc:  # refused: another instance, the topics
-        print(f"streamcal run: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     except UnreadableBatch as exc:  # its message says where, why and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 3

@@ -170,7 +170,6 @@ class OrderedMerge:
         self.max_future = max_future
         self.max_bytes = max_bytes
         self.skip_unreadable = skip_unreadable
-        self.skipped: list[UnreadableBatch] = []  # batches skipped (with skip_unreadable)
 
     def _caught_up(self, tp) -> bool:
         hw = self.consumer.highwater(tp)
@@ -195,7 +194,6 @@ class OrderedMerge:
         err = UnreadableBatch(tp.topic, tp.partition, first, nxt - 1, exc)
         if not self.skip_unreadable:
             raise err from exc
-        self.skipped.append(err)
         reason = (
             f"unreadable record batch, offsets {first}..{nxt - 1} skipped "
             f"(--skip-unreadable): {_describe(exc)}"
