@@ -38,6 +38,18 @@ _FAMILIES = {
 }
 
 
+def _check(metric_line) -> None:
+    """ValueError naming the key if a known statistic is not a number or null."""
+    if not isinstance(metric_line, dict):
+        raise ValueError(f"metric line must be a dict, got {type(metric_line).__name__}")
+    for f in schema.FIELDS:
+        v = metric_line.get(f.key)
+        if v is None or not f.numeric:
+            continue
+        if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):
+            raise ValueError(f"metric line field {f.key!r} must be a number or null, got {v!r}")
+
+
 def _label_values(line: dict) -> tuple:
     """The line's values of the schema's labels (None where it has none)."""
     return tuple(line.get(label.key) for label in schema.LABELS)
@@ -134,14 +146,7 @@ class PrometheusExporter:
 
         Raises ValueError naming the key if a known statistic is not a number or null.
         """
-        if not isinstance(metric_line, dict):
-            raise ValueError(f"metric line must be a dict, got {type(metric_line).__name__}")
-        for f in schema.FIELDS:
-            v = metric_line.get(f.key)
-            if v is None or not f.numeric:
-                continue
-            if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):
-                raise ValueError(f"metric line field {f.key!r} must be a number or null, got {v!r}")
+        _check(metric_line)
         # A new dict for each line: a scrape in progress keeps reading the one it took.
         lines = dict(self._collector.lines)
         lines[_label_values(metric_line)] = dict(metric_line)
@@ -156,14 +161,18 @@ class PrometheusExporter:
         for row in rows:
             if not isinstance(row, dict) or not isinstance(row.get(schema.CATEGORY), str):
                 raise ValueError(f"a category line needs a string 'category', got {row!r}")
+        rows = [{**row, **labels} for row in rows]
+        for row in rows:
+            _check(row)
         keep = {
             values: line
             for values, line in self._collector.lines.items()
             if line.get(schema.CATEGORY) is None or any(line.get(k) != v for k, v in labels.items())
         }
-        self._collector.lines = keep
         for row in rows:
-            self.update({**row, **labels})
+            keep[_label_values(row)] = row
+        # One assignment: a scrape sees the old set or the new one, never a part of it.
+        self._collector.lines = keep
 
     def close(self) -> None:
         """Stop the HTTP server (idempotent) and leave the registry."""
