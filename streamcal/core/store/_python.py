@@ -93,7 +93,7 @@ class PythonStore(ScoreStore):
             store._w = dict(zip(scores, np.asarray(w).tolist(), strict=True))
             store._s = dict(zip(scores, np.asarray(s).tolist(), strict=True))
             store._n = n
-            store._rebuild()
+            store._rebuild(w, s)
             store._ends, store._bw, store._bs = _blocks(scores, w, s)
         return store
 
@@ -148,12 +148,17 @@ class PythonStore(ScoreStore):
             self._u = np.empty(size)
             self._v = np.empty(size)
 
-    def _rebuild(self) -> None:
-        """Every chunk's arrays from the dicts: bulk builds, a store's first group."""
+    def _rebuild(self, w=None, s=None) -> None:
+        """Every chunk's arrays: from the groups' counts ``w`` and ones ``s`` (in score
+        order) in a bulk build, else from the dicts (a store's first group)."""
         lists = self._groups._lists
-        sums = [self._chunk_arrays(lst) for lst in lists]
-        self._cw = [cw for cw, _ in sums]
-        self._cs = [cs for _, cs in sums]
+        if w is None:
+            sums = [self._chunk_arrays(lst) for lst in lists]
+            self._cw = [cw for cw, _ in sums]
+            self._cs = [cs for _, cs in sums]
+        else:  # not from the dicts: a lookup per group costs ~100x more (see _recut)
+            self._cw = _cut(np.asarray(w, np.int64), lists)
+            self._cs = _cut(np.asarray(s, np.int64), lists)
         self._built = list(lists)
         self._room(max(map(len, lists), default=0) + 1)
 
@@ -167,14 +172,7 @@ class PythonStore(ScoreStore):
         lists = self._groups._lists
         new = lists[lo : hi + len(lists) - len(self._cw)]
         for arrays in (self._cw, self._cs):
-            counts = np.concatenate([np.diff(a) for a in arrays[lo:hi]])
-            cut, start = [], 0
-            for lst in new:
-                a = np.zeros(len(lst) + 1)
-                np.cumsum(counts[start : start + len(lst)], out=a[1:])
-                start += len(lst)
-                cut.append(a)
-            arrays[lo:hi] = cut
+            arrays[lo:hi] = _cut(np.concatenate([np.diff(a) for a in arrays[lo:hi]]), new)
         self._built[lo:hi] = new
         self._room(max(map(len, new)) + 1)
 
@@ -635,6 +633,18 @@ class PythonStore(ScoreStore):
             seen, self._seen = self._seen, None
             self._pair(seen[0])
             assert self._seen == seen, "the last query's scan differs from a fresh one"
+
+
+def _cut(counts: np.ndarray, lists) -> list[np.ndarray]:
+    """The cumulative sums of ``counts`` (one per group of ``lists``, in order) cut into one
+    array of length len(lst) + 1 per sublist, each starting at 0."""
+    out, start = [], 0
+    for lst in lists:
+        a = np.zeros(len(lst) + 1)
+        np.cumsum(counts[start : start + len(lst)], out=a[1:])
+        start += len(lst)
+        out.append(a)
+    return out
 
 
 def _blocks(scores: list, w, s) -> tuple[list, list, list]:
