@@ -85,7 +85,7 @@ class StateTopic:
         """``{unit: state}`` of the newest complete checkpoint of each of ``units`` found in
         the topic (units without one are left out). Raises ``CheckpointError`` if the newest
         one of a unit fails authentication."""
-        found = self.read(timeout)
+        found = self.read(timeout, units)
         out = {}
         for unit in units:
             data = found.get(unit)
@@ -94,8 +94,9 @@ class StateTopic:
                 out[unit] = unseal(self.key, data, where)
         return out
 
-    def read(self, timeout: float = 60.0) -> dict:
-        """``{unit: sealed bytes}``: the newest complete checkpoint per unit of this group."""
+    def read(self, timeout: float = 60.0, units=None) -> dict:
+        """``{unit: sealed bytes}``: the newest complete checkpoint per unit of this group
+        (of ``units`` only, if given: the others' chunks are not kept)."""
         from kafka import KafkaConsumer, TopicPartition
 
         consumer = KafkaConsumer(**self.settings, enable_auto_commit=False,
@@ -113,7 +114,11 @@ class StateTopic:
             consumer.seek_to_beginning(*tps)
             parts: dict = {}  # (unit, id) -> {part: chunk}
             newest: dict = {}  # unit -> (partition, offset, id) of its newest complete one
-            prefix = f"{self.group}/".encode()
+            # A record's key is group/unit/part (every chunk of a unit's checkpoints).
+            if units is None:
+                prefix = f"{self.group}/".encode()
+            else:
+                prefix = tuple(f"{self.group}/{u}/".encode() for u in units)
             while True:
                 for recs in consumer.poll(timeout_ms=200).values():
                     for rec in recs:
