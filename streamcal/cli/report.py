@@ -72,7 +72,7 @@ def _main(args) -> int:
 
     try:
         page = write_report(
-            args.input if len(args.input) > 1 else args.input[0],
+            args.input,
             args.out,
             window=args.window,
             bins=args.bins,

@@ -502,7 +502,7 @@ def write_report(
             kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
         log = metric_log_from_predictions(
-            input_path, window=window, bins=bins, progress=progress, top_k=top_k
+            paths[0], window=window, bins=bins, progress=progress, top_k=top_k
         )
         log, by_category = split_labelled(log)
         n = log[-1]["labels"]
