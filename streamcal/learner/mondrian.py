@@ -45,7 +45,7 @@ import numpy as np
 
 from streamcal.core import ScoreStore
 from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.scoring import score_many, score_one
+from streamcal.learner.scoring import score_one
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
@@ -110,14 +110,6 @@ class _Category(PretrainedVennAbers):
             setattr(self, k, getattr(plain, k))
         self.positions = deque(state["positions"])
         return self
-
-    def rescore(self) -> None:
-        """Score the calibration set with the (new) model and rebuild the store."""
-        self.version += 1  # invalidates the score cache
-        cal = self.calibration
-        scores = score_many(self.model, [c[0] for c in cal])
-        self.calibration = deque((c[0], c[1], s) for c, s in zip(cal, scores, strict=True))
-        self.store = ScoreStore.from_arrays(scores, [c[1] for c in self.calibration])
 
 
 class MondrianVennAbers:

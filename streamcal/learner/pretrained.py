@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.core import ScoreStore
-from streamcal.learner.scoring import canonical, score_many, score_sorted
+from streamcal.learner.scoring import canonical, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
@@ -110,9 +109,9 @@ class PretrainedVennAbers(CalibrationWindow):
             xo, yo, _ = self.calibration.popleft()
             self.model.learn_one(xo, bool(yo))
         self.n_learned += k
-        self.version += 1
-        scores = score_many(self.model, [c[0] for c in self.calibration])
-        self.calibration = deque(
-            (c[0], c[1], s) for c, s in zip(self.calibration, scores, strict=True)
-        )
-        self.store = ScoreStore.from_arrays(scores, [c[1] for c in self.calibration])
+        self.rescore()
+
+    def rescore(self) -> None:
+        """Score the calibration set with the (new) model and rebuild the store."""
+        self.version += 1  # invalidates the score cache
+        self.calibration = self._rescored(self.calibration)

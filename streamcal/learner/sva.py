@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.core import ScoreStore
-from streamcal.learner.scoring import LearnScore, canonical, ordered, score_many, score_one
+from streamcal.learner.scoring import LearnScore, canonical, ordered, score_one
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["SimplifiedVennAbers"]
@@ -84,6 +83,4 @@ class SimplifiedVennAbers(CalibrationWindow):
             _, yo, so = self.pairs.popleft()
             self.store.remove(so, yo)
         if self.refresh_every and self.n_seen % self.refresh_every == 0:
-            scores = score_many(self.model, [p[0] for p in self.pairs])
-            self.pairs = deque((p[0], p[1], s) for p, s in zip(self.pairs, scores, strict=True))
-            self.store = ScoreStore.from_arrays(scores, [p[1] for p in self.pairs])
+            self.pairs = self._rescored(self.pairs)

@@ -12,7 +12,10 @@ window is re-scored; and the plain-data state of those parts.
 
 from __future__ import annotations
 
+from collections import deque
+
 from streamcal.core import ScoreStore
+from streamcal.learner.scoring import score_many
 
 __all__ = ["CalibrationWindow"]
 
@@ -35,6 +38,13 @@ class CalibrationWindow:
             "store": (scores, labels),
             **own,
         }
+
+    def _rescored(self, items) -> deque:
+        """``items`` (features, label, score) with their scores by the model as it is now;
+        the store rebuilt from them."""
+        scores = score_many(self.model, [c[0] for c in items])
+        self.store = ScoreStore.from_arrays(scores, [c[1] for c in items])
+        return deque((c[0], c[1], s) for c, s in zip(items, scores, strict=True))
 
     @classmethod
     def _from_window_state(cls, model, state: dict):
