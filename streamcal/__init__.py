@@ -25,12 +25,14 @@ _PUBLIC = {
     # --- core ---
     "IsotonicCalibrator": "streamcal.core",
     "MERGES": "streamcal.core",
+    "Protector": "streamcal.core",
     "ScoreStore": "streamcal.core",
     "dir_predict": "streamcal.core",
     "isotonic_calibrator": "streamcal.core",
     "merge_log": "streamcal.core",
     "merge_mean": "streamcal.core",
     "merge_square": "streamcal.core",
+    "protect_batch": "streamcal.core",
     "venn_abers": "streamcal.core",
     "venn_abers_bruteforce": "streamcal.core",
     # --- learner ---
@@ -48,12 +50,14 @@ __all__ = [
     # core
     "IsotonicCalibrator",
     "MERGES",
+    "Protector",
     "ScoreStore",
     "dir_predict",
     "isotonic_calibrator",
     "merge_log",
     "merge_mean",
     "merge_square",
+    "protect_batch",
     "venn_abers",
     "venn_abers_bruteforce",
     # learner
