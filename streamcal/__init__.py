@@ -36,6 +36,7 @@ _PUBLIC = {
     "venn_abers": "streamcal.core",
     "venn_abers_bruteforce": "streamcal.core",
     # --- learner ---
+    "FieldScore": "streamcal.learner",
     "VennAbersClassifier": "streamcal.learner",
     "VennAbersInterval": "streamcal.learner",
     # --- monitoring ---
@@ -61,6 +62,7 @@ __all__ = [
     "venn_abers",
     "venn_abers_bruteforce",
     # learner
+    "FieldScore",
     "VennAbersClassifier",
     "VennAbersInterval",
     # monitoring
