@@ -179,6 +179,10 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
 
     """
 
+    # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
+    protect: bool | dict = False
+    _protection: Protection | None = None
+
     def __init__(
         self,
         model: base.Classifier,
