@@ -347,14 +347,16 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         y = check_label(y)
         prot = self._protection
         if prot is not None:
+            given = kwargs.get("p")
+            if given is not None:
+                given = check_probability(given)
             key, category = self._protect_target(x, kwargs)
-            if kwargs.get("p") is not None:
-                base = check_probability(kwargs["p"])
-            else:  # looked up, or the p x gets now, before its label is learned
-                base = prot.given(key, category, None)
-                if base is None:
-                    _, p0, p1 = self._state.predict(x, *self._category(kwargs))
-                    base = SCALAR_MERGES[self.merge](p0, p1)
+            base = prot.given(key)  # forgets x's entry, whether p= is given or not
+            if given is not None:
+                base = given
+            elif base is None:  # not looked up: the p x gets now, before its label
+                _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+                base = SCALAR_MERGES[self.merge](p0, p1)
         if kwargs:
             self._state.learn(x, y, *self._category(kwargs))
         else:

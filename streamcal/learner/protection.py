@@ -77,7 +77,7 @@ class Protection:
     >>> prot.predict(("x1",), None, 0.2)  # nothing learned yet: p itself
     0.2
     >>> for i in range(100):
-    ...     prot.learn(None, prot.given(("x1",), None, 0.2), 1)
+    ...     prot.learn(None, prot.given(("x1",), 0.2), 1)
     >>> prot.alarm_at, round(prot.predict(("x2",), None, 0.2), 2)
     (14, 0.57)
     """
@@ -106,11 +106,11 @@ class Protection:
                 given.popitem(last=False)
         return self.protectors.get(category, self._fresh).predict(p)
 
-    def given(self, key, category, now: float) -> float:
-        """The base p given for the object under ``key`` (forgotten then), else ``now``."""
+    def given(self, key, default=None):
+        """The base p given for the object under ``key`` (forgotten then), else ``default``."""
         if key is None:
-            return now
-        return self._given.pop(key, now)
+            return default
+        return self._given.pop(key, default)
 
     def learn(self, category, p: float, y: int) -> None:
         """Learn label ``y`` of an object of ``category`` whose base p was ``p``."""

@@ -65,18 +65,20 @@ def test_labels_in_order_equal_a_protector_on_the_predicted_p(mode):
 def test_late_out_of_order_and_missing_labels_learn_the_p_that_was_given(route):
     rng = random.Random(2)
     clf, prot = make(protect={"burn_in": 0}), Protector(burn_in=0)
-    pending = []
+    pending, missing = [], 0
     for i, (x, y) in enumerate(phishing(800)):
         x = {**x, "id": float(i)}  # distinct features: the look-up is exact
         pending.append((x, y, clf.predict_interval_one(x).p))
         while len(pending) > 30 or (pending and rng.random() < 0.4):
             xo, yo, p = pending.pop(rng.randrange(len(pending)))  # out of order
             if rng.random() < 0.05:
+                missing += 1
                 continue  # this label never comes
             clf.learn_one(xo, yo, **({"p": p} if route == "p=" else {}))
             prot.learn(p, yo)
             assert clf.log_martingale == prot.log_martingale
     assert prot.n > 600 and clf.protectors[None] == prot
+    assert len(clf._protection._given) == missing + len(pending)  # labelled ones forgotten
 
 
 def test_a_label_for_an_unpredicted_object_learns_the_p_it_gets_now():
