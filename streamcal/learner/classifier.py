@@ -177,6 +177,16 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     >>> mondrian.calibration_size, mondrian.evictions  # three categories, none evicted
     (655, 0)
 
+    Protection: ``predict_proba_one`` then returns the protected p, and the alarm says
+    whether p has stayed calibrated (here it has: the test martingale is about 1):
+
+    >>> guarded = VennAbersClassifier(bare.clone(), window=200, protect=True)
+    >>> for x, y in datasets.Phishing():
+    ...     iv = guarded.predict_interval_one(x)
+    ...     guarded.learn_one(x, y)
+    >>> round(iv.p, 3), round(iv.p_protected, 3), guarded.alarm, round(guarded.log_martingale, 2)
+    (0.03, 0.03, False, -0.03)
+
     """
 
     # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
