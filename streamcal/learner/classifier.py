@@ -308,8 +308,9 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             category = None
         else:
             category = kwargs["category"] if "category" in kwargs else category_of(self.by, x)
+        cx = ordered(x)
         try:
-            key = (category, tuple(ordered(x).items()))
+            key = (category, tuple(cx), tuple(cx.values()))
             hash(key)
         except TypeError:  # unhashable feature values: no look-up (see protection.py)
             key = None

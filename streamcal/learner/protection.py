@@ -74,11 +74,11 @@ class Protection:
     """Protectors by category (``None`` without ``by``) and the base p of recent predictions.
 
     >>> prot = Protection({"burn_in": 0})
-    >>> prot.predict(("x1",), None, 0.2)  # nothing learned yet: p itself
+    >>> prot.predict((None, ("a",), (1.0,)), None, 0.2)  # nothing learned yet: p itself
     0.2
     >>> for i in range(100):
-    ...     prot.learn(None, prot.given(("x1",), 0.2), 1)
-    >>> prot.alarm_at, round(prot.predict(("x2",), None, 0.2), 2)
+    ...     prot.learn(None, prot.given((None, ("a",), (1.0,)), 0.2), 1)
+    >>> prot.alarm_at, round(prot.predict((None, ("a",), (2.0,)), None, 0.2), 2)
     (14, 0.57)
     """
 
@@ -86,7 +86,7 @@ class Protection:
         self.params = dict(params)
         self.max_categories = max_categories
         self.protectors: OrderedDict = OrderedDict()  # category -> Protector, LRU first
-        self._given: OrderedDict = OrderedDict()  # (category, features) -> base p
+        self._given: dict = {}  # (category, names, values) -> base p, oldest first
         self._fresh = Protector(**self.params)  # answers for categories without labels
         self.n = 0  # labels learned, all categories
         self.alarm_at: int | None = None  # self.n when the first protector alarmed
@@ -100,10 +100,10 @@ class Protection:
         """The protected p for base p; remembers p under ``key`` (None: unhashable x)."""
         if key is not None:
             given = self._given
+            given.pop(key, None)  # re-inserted: the newest prediction of these features
             given[key] = p
-            given.move_to_end(key)
             if len(given) > MAX_GIVEN:
-                given.popitem(last=False)
+                del given[next(iter(given))]
         return self.protectors.get(category, self._fresh).predict(p)
 
     def given(self, key, default=None):
@@ -131,8 +131,8 @@ class Protection:
         return {
             "params": dict(self.params),
             "protectors": [[c, p.to_state()] for c, p in self.protectors.items()],
-            "given": [[c, [list(kv) for kv in features], p]
-                      for (c, features), p in self._given.items()],  # fmt: skip
+            "given": [[c, list(names), list(values), p]
+                      for (c, names, values), p in self._given.items()],  # fmt: skip
             "n": self.n,
             "alarm_at": self.alarm_at,
         }
@@ -143,7 +143,7 @@ class Protection:
         self = cls(state["params"], max_categories)
         for c, st in state["protectors"]:
             self.protectors[_plain(c)] = Protector.from_state(st)
-        for c, features, p in state["given"]:
-            self._given[(_plain(c), tuple(_plain(kv) for kv in features))] = p
+        for c, names, values, p in state["given"]:
+            self._given[(_plain(c), _plain(names), _plain(values))] = p
         self.n, self.alarm_at = state["n"], state["alarm_at"]
         return self
