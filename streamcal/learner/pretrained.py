@@ -96,9 +96,9 @@ class PretrainedVennAbers(CalibrationWindow):
         )
 
     @classmethod
-    def from_state(cls, model, state: dict) -> PretrainedVennAbers:
+    def from_state(cls, state: dict, *, model) -> PretrainedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls._from_window_state(model, state)
+        self = cls._from_window_state(state, model=model)
         self.calibration = deque(tuple(c) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]

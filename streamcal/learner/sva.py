@@ -57,9 +57,9 @@ class SimplifiedVennAbers(CalibrationWindow):
         return self._window_state(pairs=[list(p) for p in self.pairs], n_seen=self.n_seen)
 
     @classmethod
-    def from_state(cls, model, state: dict) -> SimplifiedVennAbers:
+    def from_state(cls, state: dict, *, model) -> SimplifiedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls._from_window_state(model, state)
+        self = cls._from_window_state(state, model=model)
         self.pairs = deque(tuple(p) for p in state["pairs"])
         self.n_seen = state["n_seen"]
         return self

@@ -94,7 +94,7 @@ class VennAbers:
         }
 
     @classmethod
-    def from_state(cls, model, state: dict) -> VennAbers:
+    def from_state(cls, state: dict, *, model) -> VennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
         self = cls(model, state["window"])
         self.objects = deque(tuple(o) for o in state["objects"])

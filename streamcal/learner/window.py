@@ -47,7 +47,7 @@ class CalibrationWindow:
         return deque((c[0], c[1], s) for c, s in zip(items, scores, strict=True))
 
     @classmethod
-    def _from_window_state(cls, model, state: dict):
+    def _from_window_state(cls, state: dict, *, model):
         """A mode object with the shared parts of ``state``; the caller restores the rest."""
         self = cls(model, state["window"], state["refresh_every"])
         self.store = ScoreStore.from_arrays(*state["store"])
