@@ -23,6 +23,7 @@ from collections import deque
 from river import stats
 
 from streamcal.core.validate import check_label
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.reliability import ReliabilityBins
 from streamcal.monitoring.schema import SNAPSHOT_KEYS
@@ -189,7 +190,11 @@ class CalibrationTracker:
     """
 
     def __init__(
-        self, window: int = 1000, bins: int = 10, top_k: int = 10, max_categories: int = 1000
+        self,
+        window: int = 1000,
+        bins: int = 10,
+        top_k: int = 10,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a positive integer, got {window!r}")
