@@ -28,6 +28,7 @@ import pickle
 
 import numpy as np
 
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, MONDRIAN_SETTINGS, ClassifierSettings
 from streamcal.stream.checkpoint import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
@@ -35,6 +36,9 @@ __all__ = ["VERSION", "upgrade", "from_v1"]
 VERSION = 3
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
+
+# What a classifier saved before Mondrian calibration had: none of its settings.
+_BEFORE_MONDRIAN = {k: getattr(ClassifierSettings(), k) for k in MONDRIAN_SETTINGS}
 
 
 def upgrade(doc, where: str):
@@ -54,7 +58,9 @@ def upgrade(doc, where: str):
 
 
 # ---------------------------------------------------------------- version 2 -> 3
-def _no_categories(top_k: int = 10, bins: int = 10, max_categories: int = 1000) -> dict:
+def _no_categories(
+    top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
+) -> dict:
     empty = {"labels": 0, "ones": 0, "p0": 0.0, "p1": 0.0, "log": 0.0, "square": 0.0,
              "bins": [bins, [0] * bins, [0] * bins, [0.0] * bins]}  # fmt: skip
     return {"top_k": top_k, "bins": bins, "max_categories": max_categories, "sums": [],
@@ -64,17 +70,10 @@ def _no_categories(top_k: int = 10, bins: int = 10, max_categories: int = 1000) 
 def _v2_to_v3(state: dict) -> dict:
     """Before Mondrian: no ``by``, no per-category statistics."""
     state = dict(state)
-    state["classifier"] = {
-        "by": None,
-        "mondrian": False,
-        "min_category": 0,
-        "fallback": None,
-        "max_categories": 1000,
-        **state["classifier"],
-    }
+    state["classifier"] = {**_BEFORE_MONDRIAN, "mondrian": False, **state["classifier"]}
     tracker = state["tracker"]
     state["tracker"] = {"categories": _no_categories(bins=tracker["bins"]), **tracker}
-    fingerprint = {k: None for k in ("by", "min_category", "fallback", "max_categories")}
+    fingerprint = dict.fromkeys(MONDRIAN_SETTINGS)  # not given
     state["fingerprint"] = {**fingerprint, **state["fingerprint"]}
     return state
 
@@ -141,7 +140,7 @@ def from_v1(payload: bytes) -> dict:
     if not isinstance(old, _V1ProcessorState):
         raise CheckpointError("the checkpoint does not hold a streamcal processor state")
     # a 0.1 classifier predates Mondrian calibration: give it the settings' defaults
-    for k, v in (("by", None), ("min_category", 0), ("fallback", None), ("max_categories", 1000)):
+    for k, v in _BEFORE_MONDRIAN.items():
         old.clf.__dict__.setdefault(k, v)
     waiting = old.waiting.to_state()
     waiting["items"] = [(k, d, (v.y, tuple(v.rec))) for k, d, v in waiting["items"]]
