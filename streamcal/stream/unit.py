@@ -121,18 +121,18 @@ class CalibrationUnit:
         }
 
     @classmethod
-    def from_state(cls, state: dict, config, send=None, on_labels=None) -> CalibrationUnit:
+    def from_state(cls, state: dict, *, config, send=None, on_labels=None) -> CalibrationUnit:
         """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
         settings (``FINGERPRINT``) than ``config``'s."""
         from streamcal.learner import VennAbersClassifier
         from streamcal.monitoring.tracker import CalibrationTracker
 
         check_fingerprint(state, config)
-        self = cls(config, state["unit"], send, on_labels)
+        self = cls(config, state["unit"], send=send, on_labels=on_labels)
         self.clf = VennAbersClassifier.from_state(state["classifier"])
         self.tracker = CalibrationTracker.from_state(state["tracker"])
         self.pending = WaitingRoom.from_state(state["pending"])
-        self.waiting = WaitingRoom.from_state(state["waiting"], lambda v: (v[0], _Rec(*v[1])))
+        self.waiting = WaitingRoom.from_state(state["waiting"], value=lambda v: (v[0], _Rec(*v[1])))
         self.recent = RecentIds.from_state(state["recent"])
         self.counts = dict(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
