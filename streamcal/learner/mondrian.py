@@ -45,7 +45,7 @@ import numpy as np
 
 from streamcal.core import ScoreStore
 from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.scoring import score_one
+from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_sorted
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
@@ -113,7 +113,7 @@ class _Category(PretrainedVennAbers):
         return self
 
 
-class MondrianVennAbers:
+class MondrianVennAbers(OrdersFeatures):
     """Per-category state of any mode, sharing one model (see the module docstring).
 
     >>> from river import linear_model
@@ -149,6 +149,7 @@ class MondrianVennAbers:
         self.waiting: list = []  # (position, features, label): left calibration, not learned
         self.pooled = ScoreStore() if fallback == "pooled" else None
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
+        self._order = FeatureOrder()  # for categories without a state yet
 
     @property
     def calibration_size(self) -> int:
@@ -165,7 +166,7 @@ class MondrianVennAbers:
         c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
         if st is None:
-            s = score_one(self.model, x)
+            s = score_sorted(self.model, self._order.ordered(x))
             if self.pooled is None:
                 return s, 0.0, 1.0  # what an empty calibration set gives
             p0, p1 = self.pooled.query(s)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.scoring import canonical, score_sorted
+from streamcal.learner.scoring import score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
@@ -67,7 +67,7 @@ class PretrainedVennAbers(CalibrationWindow):
         cache = self._cache
         if cache is not None and cache[1] == self.version and cache[0] == x:
             return cache[0], cache[2]
-        cx = canonical(x)
+        cx = self._order.canonical(x)
         s = score_sorted(self.model, cx)
         self._cache = (cx, self.version, s)
         return cx, s

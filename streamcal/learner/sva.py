@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.scoring import LearnScore, canonical, ordered, score_one
+from streamcal.learner.scoring import LearnScore, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["SimplifiedVennAbers"]
@@ -44,7 +44,7 @@ class SimplifiedVennAbers(CalibrationWindow):
         self._learn_score = LearnScore(model)
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        super().__setstate__(state)
         if "_learn_score" not in state:  # pickled by an earlier streamcal (a checkpoint)
             self._learn_score = LearnScore(self.model)
 
@@ -65,14 +65,14 @@ class SimplifiedVennAbers(CalibrationWindow):
         return self
 
     def predict(self, x) -> tuple[float, float, float]:
-        s = score_one(self.model, x)
+        s = score_sorted(self.model, self._order.ordered(x))
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
     def learn(self, x, y: int) -> None:
         keep = self.refresh_every and self.window is not None
         # the order the model always sees; a copy only if the features are kept
-        x = canonical(x) if keep else ordered(x)
+        x = self._order.canonical(x) if keep else self._order.ordered(x)
         s = self._learn_score(x, bool(y))
         self.store.add(s, y)
         self.n_seen += 1
