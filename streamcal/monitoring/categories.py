@@ -113,7 +113,7 @@ class CategoryBreakdown:
                 s = self.untracked
             else:
                 s = self.sums[key] = _Sums(self.bins)
-        s.update(p0, p1, y, p, log, square)
+        s.update(p0, p1, y, p=p, log=log, square=square)
 
     def rows(self) -> list[dict]:
         """The top ``k`` categories by labels (ties by name), then ``"(other)"`` if any

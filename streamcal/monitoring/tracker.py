@@ -255,7 +255,7 @@ class CalibrationTracker:
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
         if category is not None:
-            self._categories.update(category, p0, p1, y, p, log, square)
+            self._categories.update(category, p0, p1, y, p=p, log=log, square=square)
 
     def __setstate__(self, state):
         if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
