@@ -1,11 +1,31 @@
 """The checkpoint state format, its version, and the upgrades from older versions.
 
 A checkpoint holds one unit of calibration (``streamcal.stream.unit``) as plain data,
-``{"version": VERSION, "state": ...}``; each stateful part has ``to_state()`` /
-``from_state()`` (the classifier and its mode, the tracker, the waiting rooms, the recent
-ids, the unit). The river model is kept as its own pickle; everything else is dicts,
-lists, numbers, strings, bytes and numpy arrays, so renaming a class never breaks a
-saved state. Versions:
+``{"version": VERSION, "state": ...}``. The river model is kept as its own pickle;
+everything else is dicts, lists, numbers, strings, bytes and numpy arrays, so renaming a
+class never breaks a saved state.
+
+Every stateful part has one form: ``part.to_state()`` gives plain data and the
+classmethod ``Part.from_state(state, **deps)`` rebuilds it, ``deps`` being keywords for
+what is not data (the scoring model, a callable, a converter, the settings):
+
+* stream: ``CalibrationUnit`` (``config=``, ``send=``, ``on_labels=``), ``WaitingRoom``
+  (``value=``, converting each stored value back), ``RecentIds``;
+* learner: ``VennAbersClassifier`` (``by=``, only for a callable ``by``), the modes
+  ``PretrainedVennAbers``, ``SimplifiedVennAbers`` and ``VennAbers`` (``model=``),
+  ``MondrianVennAbers`` (``model=`` and the classifier's settings), a Mondrian category
+  (``owner=``), ``FeatureMatrix``;
+* monitoring: ``CalibrationTracker``, ``CategoryBreakdown``;
+* core: ``ScoreStore`` (``backend=``).
+
+There is one version for all of it, ``VERSION`` below: the parts carry none of their
+own, and the upgrade steps for every layer's parts are here (only reading a version-1
+pickle also goes through the ``__setstate__`` of a few classes that 0.1 pickled and that
+still load as themselves). ``ScoreStore.to_state()``
+has its own ``format`` because the store is also used, pickled and saved on its own,
+outside any checkpoint, and ``streamcal.core`` cannot depend on this module; a
+checkpoint does not use it (the modes keep their store as its ``(scores, labels)``
+arrays), so a change of the store's format never needs a checkpoint upgrade. Versions:
 
 1. streamcal 0.1: a pickle of the processor's objects (``ProcessorState``, private
    classes included), framed with ``checkpoint.MAGIC_V1``.
@@ -14,7 +34,8 @@ saved state. Versions:
    ``fallback`` and ``max_categories`` (with ``by``, its ``mode_state`` is
    ``MondrianVennAbers.to_state()``: one mode state per category); the tracker state has
    ``categories`` (``CategoryBreakdown.to_state()``); the fingerprint has ``by``,
-   ``min_category``, ``fallback`` and ``max_categories``.
+   ``min_category``, ``fallback`` and ``max_categories``. An upgraded state gets the
+   defaults of ``streamcal.learner.settings.ClassifierSettings``.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
