@@ -19,6 +19,7 @@ from streamcal.learner.settings import (
     DEFAULT_WINDOW,
     ClassifierSettings,
 )
+from streamcal.learner.settings import FIELDS as SETTINGS
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
@@ -182,16 +183,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     @property
     def settings(self) -> ClassifierSettings:
         """The classifier's settings (all but the model) as one checked object."""
-        return ClassifierSettings(
-            mode=self.mode,
-            merge=self.merge,
-            window=self.window,
-            refresh_every=self.refresh_every,
-            by=self.by,
-            min_category=self.min_category,
-            fallback=self.fallback,
-            max_categories=self.max_categories,
-        )
+        return ClassifierSettings(**{name: getattr(self, name) for name in SETTINGS})
 
     @property
     def _wrapped_model(self):
