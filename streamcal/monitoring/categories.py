@@ -10,6 +10,7 @@ later one only in ``"(other)"``.
 
 from __future__ import annotations
 
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.reliability import ReliabilityBins
 from streamcal.monitoring.schema import CATEGORY_KEYS
 
@@ -91,7 +92,9 @@ class CategoryBreakdown:
     [('a', 2, 0.4, 0.5), ('(other)', 1, 0.1, 1.0)]
     """
 
-    def __init__(self, top_k: int = 10, bins: int = 10, max_categories: int = 1000):
+    def __init__(
+        self, top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
+    ):
         for name, v in (("top_k", top_k), ("max_categories", max_categories)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -110,7 +113,7 @@ class CategoryBreakdown:
                 s = self.untracked
             else:
                 s = self.sums[key] = _Sums(self.bins)
-        s.update(p0, p1, y, p, log, square)
+        s.update(p0, p1, y, p=p, log=log, square=square)
 
     def rows(self) -> list[dict]:
         """The top ``k`` categories by labels (ties by name), then ``"(other)"`` if any

@@ -124,8 +124,10 @@ def _reliability_panel(fig, spec, bins, title, colour):
 def reliability_figure(last: dict, path: Path) -> None:
     fig = _figure(8.0, 4.6)
     gs = fig.add_gridspec(1, 2)
-    _reliability_panel(fig, gs[0], last.get("reliability"), "calibrated p (Venn-Abers)", _CAL)
-    _reliability_panel(fig, gs[1], last.get("raw_reliability"), "raw model score", _RAW)
+    _reliability_panel(fig, gs[0], bins=last.get("reliability"),
+                       title="calibrated p (Venn-Abers)", colour=_CAL)  # fmt: skip
+    _reliability_panel(fig, gs[1], bins=last.get("raw_reliability"),
+                       title="raw model score", colour=_RAW)  # fmt: skip
     _save(fig, path)
 
 
@@ -525,8 +527,9 @@ def write_report(
     source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out, units,
-              categories),
+        _html(log, last, source=source, kind=kind,
+              title=title or "streamcal calibration report", out=out, units=units,
+              categories=categories),
         encoding="utf-8",
     )  # fmt: skip
     doc = summary(last, categories)

@@ -129,16 +129,16 @@ class MetricField:
 
 
 def _t(key, kind, title, help, labels=(), **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=True,
+    return MetricField(key, kind, help, source=TRACKER, title=title, required=True,
                        labels=UNIT_LABELS + tuple(labels), **kw)  # fmt: skip
 
 
 def _t_optional(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=False, **kw)
+    return MetricField(key, kind, help, source=TRACKER, title=title, required=False, **kw)
 
 
 def _p(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, PROCESSOR, title, **kw)
+    return MetricField(key, kind, help, source=PROCESSOR, title=title, **kw)
 
 
 CATEGORY = "category"  # the Mondrian label

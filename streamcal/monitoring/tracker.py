@@ -23,6 +23,7 @@ from collections import deque
 from river import stats
 
 from streamcal.core.validate import check_label
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.reliability import ReliabilityBins
 from streamcal.monitoring.schema import SNAPSHOT_KEYS
@@ -189,7 +190,11 @@ class CalibrationTracker:
     """
 
     def __init__(
-        self, window: int = 1000, bins: int = 10, top_k: int = 10, max_categories: int = 1000
+        self,
+        window: int = 1000,
+        bins: int = 10,
+        top_k: int = 10,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a positive integer, got {window!r}")
@@ -250,7 +255,7 @@ class CalibrationTracker:
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
         if category is not None:
-            self._categories.update(category, p0, p1, y, p, log, square)
+            self._categories.update(category, p0, p1, y, p=p, log=log, square=square)
 
     def __setstate__(self, state):
         if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
