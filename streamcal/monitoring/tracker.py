@@ -157,9 +157,8 @@ def _protection_state(log_martingale, alarm, alarm_at, alpha) -> dict:
     >>> _protection_state(2.5, True, 40, 0.01)
     {'log_martingale': 2.5, 'alarm': 1, 'alarm_at': 40, 'alpha': 0.01}
     """
-    if isinstance(log_martingale, bool) or not isinstance(log_martingale, Real) or not (
-        math.isfinite(log_martingale)
-    ):
+    lm = log_martingale
+    if isinstance(lm, bool) or not isinstance(lm, Real) or not math.isfinite(lm):
         raise ValueError(f"log_martingale must be a finite number, got {log_martingale!r}")
     if alarm not in (0, 1) or isinstance(alarm, float):
         raise ValueError(f"alarm must be a bool (or 0/1), got {alarm!r}")
