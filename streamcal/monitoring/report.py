@@ -144,17 +144,17 @@ def _settled_limits(x, series):
     return lo - pad, hi + pad
 
 
-def has_protection(log) -> bool:
-    """Whether any line of ``log`` carries a protector's statistics."""
-    return any(
-        line.get(k) is not None for line in log for k in ("log_martingale", "protected_log_loss")
-    )
+def has_protection(log, key: str = "log_martingale") -> bool:
+    """Whether any line of ``log`` has a value of ``key``: ``log_martingale`` for a
+    protector's state, ``protected_log_loss`` for protected probabilities (a predictions
+    file may carry those alone)."""
+    return any(line.get(key) is not None for line in log)
 
 
 def loss_figure(log, path: Path) -> None:
     fig = _figure(8.0, 3.8)
     x = _series(log, "labels")
-    protected = has_protection(log)
+    protected = has_protection(log, "protected_log_loss")
     for i, (name, key) in enumerate((("log loss", "log_loss"), ("square loss", "square_loss"))):
         ax = fig.add_subplot(1, 2, i + 1)
         lines = [
@@ -324,6 +324,26 @@ def corollary1_verdict(last: dict) -> str:
     return f"{head}: frequency is {k:.1f} SE {side}"
 
 
+def alarm_verdict(last: dict) -> str | None:
+    """What the protector's alarm says (None without protection).
+
+    >>> alarm_verdict({"alarm": 1, "alarm_at": 695, "alarm_alpha": 0.01, "log_martingale": 9.0})
+    'fired at label 695: p is miscalibrated (false-alarm probability at most 0.01)'
+    >>> alarm_verdict({"alarm": 0, "alarm_alpha": 0.01, "log_martingale": 1.5})
+    'not fired: log S = 1.5, alarm level ln(1/alpha) = 4.61'
+    """
+    if last.get("log_martingale") is None and last.get("alarm") is None:
+        return None
+    alpha = last.get("alarm_alpha")
+    if last.get("alarm"):
+        at = last.get("alarm_at")
+        where = f"at label {at}" if at is not None else "in some unit"
+        bound = f" (false-alarm probability at most {alpha:g})" if alpha else ""
+        return f"fired {where}: p is miscalibrated{bound}"
+    level = f", alarm level ln(1/alpha) = {math.log(1 / alpha):.3g}" if alpha else ""
+    return f"not fired: log S = {last['log_martingale']:.3g}{level}"
+
+
 # The statistics of the tracker, laid out as tables; every other field of the schema
 # that has a title goes into the summary table.
 _LOSS_COLUMNS = ("calibrated", "calibrated, recent", "raw", "raw, recent")
@@ -354,6 +374,8 @@ def summary(last: dict, categories: list[dict] = ()) -> dict:
         if f.title and f.key in last and (last[f.key] is not None or not f.only_with)
     }
     out["corollary1"] = corollary1_verdict(last)
+    if alarm_verdict(last) is not None:
+        out["calibration_alarm"] = alarm_verdict(last)
     if categories:
         out["categories"] = [{**r, "corollary1": corollary1_verdict(r)} for r in categories]
     return out
@@ -501,6 +523,11 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=()) 
         f'<tr><td>Corollary 1</td><td data-key="corollary1">'
         f"{html.escape(corollary1_verdict(last))}</td></tr>"
     )
+    if alarm_verdict(last) is not None:
+        band += (
+            '<tr><td>calibration alarm</td><td data-key="calibration_alarm">'
+            f"{html.escape(alarm_verdict(last))}</td></tr>"
+        )
     loss_head = "".join(f"<th>{c}</th>" for c in _LOSS_COLUMNS)
     figures = ""
     extra = ((CATEGORY_FIGURE,) if categories else ()) + (

@@ -323,6 +323,9 @@ def test_schema_line_scrape_and_report(tmp_path):
     doc = json.loads((tmp_path / "report" / "summary.json").read_text())
     for key in ("protected_log_loss", "log_martingale", "alarm", "alarm_at", "alarm_alpha"):
         assert doc[key] == last[key], key
+    verdict = f"fired at label {last['alarm_at']}: p is miscalibrated"
+    assert doc["calibration_alarm"].startswith(verdict)
+    assert f'data-key="calibration_alarm">{verdict}' in text
     # After the change the protected probability did better than p: the recent rows say so.
     assert last["recent_protected_log_loss"] < last["recent_log_loss"]
 
@@ -340,7 +343,7 @@ def test_report_without_protection_is_as_before(tmp_path):
     text = page.read_text()
     assert "protected" not in text and "log S" not in text
     doc = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert not set(doc) & set(schema.PROTECTION_KEYS)
+    assert not set(doc) & set(schema.PROTECTION_KEYS) and "calibration_alarm" not in doc
     # A line of a metric log written before protection (no such keys) is still valid.
     old = {k: v for k, v in lines[-1].items() if k not in schema.PROTECTION_KEYS}
     assert check_metric_line(old) is old
@@ -385,3 +388,28 @@ def test_report_of_several_units_marks_the_first_pooled_alarm(tmp_path):
     assert doc["units"]["0"]["alarm_at"] is not None
     pooled = [{"labels": 10, "alarm": 0}, {"labels": 30, "alarm": 1}, {"labels": 50, "alarm": 1}]
     assert alarm_moment(pooled) == 30
+
+
+def test_report_of_a_predictions_file_with_protected_probabilities(tmp_path):
+    pytest.importorskip("matplotlib")
+    from streamcal.monitoring.report import write_report
+
+    rows = a_stream(300, seed=8, protected_every=2)
+    f = tmp_path / "predictions.jsonl"
+    f.write_bytes(
+        b"".join(
+            orjson.dumps({"p0": p0, "p1": p1, "label": y, "p_protected": q}) + b"\n"
+            for p0, p1, y, q, _ in rows
+        )
+    )
+    write_report(f, tmp_path / "report")
+    doc = json.loads((tmp_path / "report" / "summary.json").read_text())
+    prot = [(y, q) for _, _, y, q, _ in rows if q is not None]
+    assert doc["protected_labels"] == len(prot) == 150
+    assert doc["protected_log_loss"] == pytest.approx(
+        np.mean([clamp_log_loss(y, q) for y, q in prot]), rel=1e-9
+    )
+    # No protector state in a predictions file: no log S chart and no alarm verdict.
+    assert "log_martingale" not in doc and "alarm" not in doc
+    assert "calibration_alarm" not in doc
+    assert not (tmp_path / "report" / PROTECTION_FIGURE).exists()
