@@ -131,7 +131,9 @@ class Processor:
             raise CheckpointError(
                 f"checkpoint holds unit {state.get('unit')!r}, not unit {unit!r}; refusing it"
             )
-        return self.unit_class.from_state(state, self.config, send, self._emit_metrics)
+        return self.unit_class.from_state(
+            state, config=self.config, send=send, on_labels=self._emit_metrics
+        )
 
     def _adopt(self, units: list[int]) -> None:
         """Restore the newest checkpoint of each unit: the local one or the state topic's,
