@@ -117,7 +117,11 @@ class Protector:
         (the interval is wide), so an early alarm would be true but useless. Restarting
         (rather than only arming) keeps the alarm a test of the stream *after* the
         burn-in, still valid by Ville's inequality since every factor is a fair bet. The
-        default, 1,000 labels, is the learner's default window; 0 disables it.
+        default, 1,000 labels, is the learner's default window; 0 disables it. Measured
+        on 20 unchanging 6,000-label streams (Agrawal function 0, and a class prior of
+        0.2) with the default classifier: alarms on 2 with no burn-in, 1 with 1,000 (at
+        label 1,416) and 0 with 2,000. The default mode reaches its steady state after
+        twice its window; a burn-in of ``2 * window`` avoids alarms from its start.
 
     Examples
     --------
