@@ -131,7 +131,7 @@ class Protector:
     >>> import random
     >>> rng = random.Random(0)
     >>> prot = Protector(burn_in=0)
-    >>> prot.predict(0.2)
+    >>> round(prot.predict(0.2), 12)  # nothing learned: p itself, to rounding
     0.2
     >>> for i in range(300):
     ...     prot.learn(0.2, rng.random() < 0.7)
@@ -215,7 +215,7 @@ class Protector:
     def predict(self, p) -> float:
         """The protected probability of label 1 for base forecast ``p``; no side effects."""
         p = self._clip(check_probability(p))
-        return self._kernels.predict(self._st, self._c, self._code, self._b, self._ident, p)
+        return float(self._kernels.predict(self._st, self._c, self._code, self._b, self._ident, p))
 
     def learn(self, p, y) -> None:
         """Learn label ``y`` of an object whose base forecast was ``p``.

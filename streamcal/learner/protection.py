@@ -74,7 +74,7 @@ class Protection:
     """Protectors by category (``None`` without ``by``) and the base p of recent predictions.
 
     >>> prot = Protection({"burn_in": 0})
-    >>> prot.predict((None, ("a",), (1.0,)), None, 0.2)  # nothing learned yet: p itself
+    >>> round(prot.predict((None, ("a",), (1.0,)), None, 0.2), 12)  # nothing learned: p
     0.2
     >>> for i in range(100):
     ...     prot.learn(None, prot.given((None, ("a",), (1.0,)), 0.2), 1)
