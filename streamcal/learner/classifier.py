@@ -15,7 +15,6 @@ from streamcal.learner.modes import DEFAULT_MODE, MODES
 from streamcal.learner.mondrian import MondrianVennAbers, category_of
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.protection import Protection, check_protect
-from streamcal.learner.scoring import ordered
 from streamcal.learner.settings import (
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
@@ -276,13 +275,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             category = None
         else:
             category = kwargs["category"] if "category" in kwargs else category_of(self.by, x)
-        cx = ordered(x)
-        try:
-            key = (category, tuple(cx), tuple(cx.values()))
-            hash(key)
-        except TypeError:  # unhashable feature values: no look-up (see protection.py)
-            key = None
-        return key, category
+        return self._protection.key(category, x), category
 
     def _protected(self, x: dict, kwargs, p: float) -> float:
         return self._protection.predict(*self._protect_target(x, kwargs), p)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from streamcal.core import Protector
+from streamcal.learner.scoring import FeatureOrder
 
 __all__ = ["MAX_GIVEN", "Protection", "check_protect"]
 
@@ -88,6 +89,7 @@ class Protection:
         self.protectors: OrderedDict = OrderedDict()  # category -> Protector, LRU first
         self._given: dict = {}  # (category, names, values) -> base p, oldest first
         self._fresh = Protector(**self.params)  # answers for categories without labels
+        self._order = FeatureOrder()  # the canonical feature order, sorted once per key order
         self.n = 0  # labels learned, all categories
         self.alarm_at: int | None = None  # self.n when the first protector alarmed
 
@@ -95,6 +97,16 @@ class Protection:
     def log_martingale(self) -> float:
         """The largest log S over the categories (0 before any label)."""
         return max((p.log_martingale for p in self.protectors.values()), default=0.0)
+
+    def key(self, category, x: dict):
+        """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
+        cx = self._order.ordered(x)
+        try:
+            key = (category, tuple(cx), tuple(cx.values()))
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def predict(self, key, category, p: float) -> float:
         """The protected p for base p; remembers p under ``key`` (None: unhashable x)."""
