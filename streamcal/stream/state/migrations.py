@@ -28,7 +28,7 @@ import pickle
 
 import numpy as np
 
-from streamcal.stream.checkpoint import CheckpointError
+from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
