@@ -284,11 +284,10 @@ class CalibrationUnit:
             "calibration_size": self.clf.calibration_size,
             "version": self._version,
         }
-        if self._by is None:
-            pending = PendingPrediction(ev.x, p0, p1, p, score)
-        else:
-            out["category"] = ev.category
-            pending = PendingPrediction(ev.x, p0, p1, p, score, ev.category)
+        category = None
+        if self._by is not None:
+            category = out["category"] = ev.category
+        pending = PendingPrediction(x=ev.x, p0=p0, p1=p1, p=p, score=score, category=category)
         self.send(self.config.predictions_topic, eid.encode(), orjson.dumps(out))
         counts = self.counts
         counts["events"] += 1
@@ -296,9 +295,9 @@ class CalibrationUnit:
         for old_id, _ in self.events_awaiting_label.put(eid, pending, self.clock):
             counts["expired"] += 1
             self.recent.add(old_id, "expired")
-        waiting = self.labels_awaiting_event.pop(eid)
-        if waiting is not None:
-            return self._join(eid, *waiting)
+        early = self.labels_awaiting_event.pop(eid)  # (y, label record), or None
+        if early is not None:
+            return self._join(eid, *early)
         return False
 
     def on_label(self, rec) -> bool:
@@ -322,7 +321,14 @@ class CalibrationUnit:
             self._dead(rec, f"label for {eid!r} came after its event expired (pending_ttl/max)")
             return False
         self._advance(rec.timestamp)
-        kept = _Rec(rec.topic, rec.partition, rec.offset, rec.timestamp, rec.key, rec.value)
+        kept = _Rec(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            timestamp=rec.timestamp,
+            key=rec.key,
+            value=rec.value,
+        )
         for _, (_, old) in self.labels_awaiting_event.put(eid, (lab.y, kept), self.clock):
             self._dead(
                 old,
