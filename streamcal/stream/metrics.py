@@ -58,10 +58,11 @@ class MetricEmitter:
         self.last_line_at = now
         self.last_line_counts = None  # (events, labels, dead letters) of the last global line
 
-    def start(self, outbox, units: dict, on_metrics=None) -> None:
-        """Open the outputs; measure the rates of ``units`` from now."""
+    def start(self, units: dict, on_metrics=None) -> None:
+        """Open the outputs (the outbox is set once the processor has one); measure the
+        rates of ``units`` from now."""
         cfg = self.config
-        self.outbox, self.on_metrics = outbox, on_metrics
+        self.on_metrics = on_metrics
         if cfg.metrics_file and cfg.metrics_file.lower() != "none":
             if cfg.metrics_file == "-":
                 self.out = sys.stdout
