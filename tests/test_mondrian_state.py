@@ -15,7 +15,7 @@ from streamcal.monitoring.tracker import CalibrationTracker
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.state import migrations
 from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
-from streamcal.stream.unit import CalibrationUnit
+from streamcal.stream.unit import CalibrationUnit, TopicRank
 from tests._fakes import Record
 
 KEY = b"k" * 32
@@ -149,8 +149,8 @@ def feed(unit, recs, start, sent, emit=None):
     unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     for t, (topic, value) in enumerate(recs, start):
         rec = Record(topic, 0, t, 1000 * t, value["id"].encode(), orjson.dumps(value))
-        due = (unit.on_event if topic == "ev" else unit.on_label)(rec)
-        if due and emit is not None:
+        rank = TopicRank.EVENT if topic == "ev" else TopicRank.LABEL
+        if unit.handle(rank, rec) and emit is not None:
             emit(unit)
 
 

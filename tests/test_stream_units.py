@@ -383,3 +383,29 @@ def test_metric_line_works_before_run():
         ProcessorConfig.build(metrics_file="none", scope="partition", state_topic="none")
     )
     assert part.metric_line()["events"] == 0 and part.units == {}
+
+
+def test_a_unit_moves_its_own_offsets_and_says_when_a_metric_line_is_due():
+    from streamcal.stream.unit import CalibrationUnit, TopicRank
+
+    cfg = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_every=2)
+    unit, sent = CalibrationUnit(cfg), []
+    unit.send = lambda topic, key, value: sent.append(topic)
+    due = []
+    for i in range(3):
+        event = orjson.dumps({"id": f"e{i}", "features": {"x1": 0.5}})
+        due.append(unit.handle(TopicRank.EVENT, Record("ev", 0, i, 1000 * i, b"k", event)))
+        label = orjson.dumps({"id": f"e{i}", "label": i % 2})
+        due.append(unit.handle(TopicRank.LABEL, Record("lab", 1, 10 + i, 1000 * i, b"k", label)))
+    # a duplicate label: a dead letter, no line, and the unit moves past it all the same
+    due.append(unit.handle(TopicRank.LABEL, Record("lab", 1, 13, 3000, b"k", label)))
+    assert due == [False, False, False, True, False, False, False]
+    assert unit.offsets == {("ev", 0): 3, ("lab", 1): 14}
+    assert sent.count(cfg.dead_letter_topic) == 1
+
+
+def test_the_empty_snapshot_is_a_new_units_made_without_a_model():
+    from streamcal.stream.unit import CalibrationUnit
+
+    for cfg in (ProcessorConfig.build(), ProcessorConfig.build(by="shop", top_k=3)):
+        assert CalibrationUnit.empty_snapshot(cfg) == CalibrationUnit(cfg).snapshot()

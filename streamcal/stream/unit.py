@@ -7,8 +7,9 @@ lands in the same partition of both). A partition of a keyed stream is a random
 subsample of it, so each unit is a Venn predictor on its own, valid as the global one
 is; the price is that each unit's model and calibration set see 1/P of the labels.
 
-Per event: decode, score (``predict_interval_one``), send the prediction, wait in the
-pending store. Per label: decode, join with its pending event, record the loss of the
+Per event: decode, score (``predict_interval_one``), send the prediction, wait for the
+label (``events_awaiting_label``; a label that comes first waits in
+``labels_awaiting_event``). Per label: decode, join with its pending event, record the loss of the
 prediction that was made (``CalibrationTracker``), let the model learn. Anything that
 cannot be processed is sent to the dead-letter topic with its original bytes and a
 reason, and leaves the state untouched. The unit only sends: the processor owns the
@@ -212,9 +213,14 @@ class CalibrationUnit:
         """Process one input record and move past it (``offsets``); True when a metric
         line is due: the label count has just reached a multiple of ``metrics_every`` (so
         metric lines are keyed on the input and replay identically)."""
-        due = self.on_event(rec) if rank == _EVENT else self.on_label(rec)
+        labels = self.counts["labels"]
+        if rank == _EVENT:
+            self.on_event(rec)
+        else:
+            self.on_label(rec)
         self.offsets[(rec.topic, rec.partition)] = rec.offset + 1
-        return due
+        joined = self.counts["labels"]  # a record joins at most one label
+        return joined != labels and joined % self.config.metrics_every == 0
 
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
@@ -258,16 +264,15 @@ class CalibrationUnit:
             self._dead(rec, str(exc))
             return None
 
-    def on_event(self, rec) -> bool:
-        """Predict an event (and join the label already waiting for it); True when a
-        metric line is due (see ``handle``)."""
+    def on_event(self, rec) -> None:
+        """Predict an event (and join the label that came before it, if any)."""
         ev = self._decode(rec, decode_event)
         if ev is None:
-            return False
+            return
         eid = ev.id
         if eid in self.events_awaiting_label or self.recent.get(eid) is not None:
             self._dead(rec, f"duplicate event id {eid!r}")
-            return False
+            return
         self._advance(rec.timestamp)
         if self._by is None:
             iv = self.clf.predict_interval_one(ev.x)
@@ -297,29 +302,28 @@ class CalibrationUnit:
             self.recent.add(old_id, "expired")
         early = self.labels_awaiting_event.pop(eid)  # (y, label record), or None
         if early is not None:
-            return self._join(eid, *early)
-        return False
+            self._join(eid, *early)
 
-    def on_label(self, rec) -> bool:
-        """Join a label with its event, or keep it until the event comes; True when a
-        metric line is due (see ``handle``)."""
+    def on_label(self, rec) -> None:
+        """Join a label with its event, or keep it until the event comes."""
         lab = self._decode(rec, decode_label)
         if lab is None:
-            return False
+            return
         eid = lab.id
         if eid in self.events_awaiting_label:
             self._advance(rec.timestamp)
-            return self._join(eid, lab.y, rec)
+            self._join(eid, lab.y, rec)
+            return
         if eid in self.labels_awaiting_event:
             self._dead(rec, f"duplicate label for {eid!r} (a label is already waiting)")
-            return False
+            return
         status = self.recent.get(eid)
         if status == "joined":
             self._dead(rec, f"duplicate label for {eid!r} (already joined)")
-            return False
+            return
         if status == "expired":
             self._dead(rec, f"label for {eid!r} came after its event expired (pending_ttl/max)")
-            return False
+            return
         self._advance(rec.timestamp)
         kept = _Rec(
             topic=rec.topic,
@@ -335,12 +339,11 @@ class CalibrationUnit:
                 f"label without event: waiting room full (label_wait_max="
                 f"{self.config.label_wait_max})",
             )
-        return False
 
-    def _join(self, eid: str, y: bool, rec) -> bool:
+    def _join(self, eid: str, y: bool, rec) -> None:
         """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
         tracker or the learner refuses, the label becomes a dead letter and the state (the
-        pending event included) is left as it was. True when a metric line is due."""
+        pending event included) is left as it was."""
         pred = self.events_awaiting_label.get(eid)
         p0, p1, p, score = pred.p0, pred.p1, pred.p, pred.score
         if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
@@ -349,19 +352,17 @@ class CalibrationUnit:
                 f"tracker rejected the prediction of {eid!r}: "
                 f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
             )
-            return False
+            return
         kw = {"category": pred.category} if self._by is not None else {}
         try:
             self.clf.learn_one(pred.x, y, **kw)
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
-            return False
+            return
         self.tracker.update(p0, p1, y, score=score, p=p, **kw)
         self.events_awaiting_label.pop(eid)
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
-        # Keyed on the label count, not on time, so these lines replay identically.
-        return self.counts["labels"] % self.config.metrics_every == 0
 
 
 def _new_tracker(config):
