@@ -109,7 +109,7 @@ def run_scope(scope: str, n: int, every: int, profiler=None) -> float:
 
     # The state topic without a broker: its records go to the dropped outputs.
     state_topic.StateTopic.create = lambda self, partitions=1: None
-    state_topic.StateTopic.read = lambda self, timeout=60.0: {}
+    state_topic.StateTopic.read = lambda self, timeout=60.0, units=None: {}
     config = _config(scope, every)
     proc = Processor(config)
     memory = MemoryGroupConsumer(n)
