@@ -122,10 +122,6 @@ class Inputs:
     def caught_up(self) -> bool:
         return self.merge is not None and self.merge.caught_up()
 
-    @property
-    def stalls(self) -> int | None:
-        return None if self.merge is None else self.merge.stalls
-
     def keep(self) -> None:
         """Stay in the group (the lock polls now and then)."""
         if self.lock is not None:
