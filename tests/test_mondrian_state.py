@@ -160,7 +160,7 @@ def test_unit_with_by_roundtrips_through_a_checkpoint(by):
     recs = records(300)
     unit, sent = CalibrationUnit(cfg), []
     feed(unit, recs[:301], 0, sent)
-    again = CalibrationUnit.from_state(sealed(unit.to_state()), cfg)
+    again = CalibrationUnit.from_state(sealed(unit.to_state()), config=cfg)
     assert list(again.clf._state.categories) == list(unit.clf._state.categories)
     rest_a, rest_b = [], []
     feed(unit, recs[301:], 301, rest_a)
@@ -179,7 +179,7 @@ def test_checkpoint_fingerprint_includes_by():
     state = sealed(unit.to_state())
     for other in (config(), config(by="dev"), config(by="shop", max_categories=9)):
         with pytest.raises(CheckpointError, match="by|max_categories"):
-            CalibrationUnit.from_state(state, other)
+            CalibrationUnit.from_state(state, config=other)
 
 
 def test_bad_category_is_a_dead_letter():
@@ -202,7 +202,7 @@ def test_a_version_2_state_upgrades():
     v2["tracker"] = {k: v for k, v in v3["tracker"].items() if k != "categories"}
     v2["fingerprint"] = {k: v for k, v in v3["fingerprint"].items() if k not in new}
     state = migrations.upgrade({"version": 2, "state": sealed(v2)}, "test")
-    again = CalibrationUnit.from_state(state, cfg)
+    again = CalibrationUnit.from_state(state, config=cfg)
     a, b = [], []
     feed(unit, recs[100:], 100, a)
     feed(again, recs[100:], 100, b)

@@ -79,7 +79,7 @@ def test_state_roundtrip_through_the_current_format_resumes_identically(mode, tm
         .read_bytes()
         .startswith(b"STREAMCAL-CHECKPOINT v2\n")
     )
-    again = CalibrationUnit.from_state(store.load(), config)
+    again = CalibrationUnit.from_state(store.load(), config=config)
     sent = []
     feed(again, want["records"], sent)
     preds = [v for t, v in sent if t == "streamcal.predictions"]

@@ -4,51 +4,26 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from numbers import Integral
 
 from river import base
 
-from streamcal.core import MERGES, SCALAR_MERGES
+from streamcal.core import SCALAR_MERGES
 from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
-from streamcal.learner.modes import DEFAULT_MODE, MODES, check_mode
+from streamcal.learner.modes import DEFAULT_MODE, MODES
 from streamcal.learner.mondrian import MondrianVennAbers
 from streamcal.learner.pretrained import PretrainedVennAbers
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    DEFAULT_MERGE,
+    DEFAULT_WINDOW,
+    ClassifierSettings,
+)
+from streamcal.learner.settings import FIELDS as SETTINGS
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
 __all__ = ["VennAbersClassifier", "MODES"]
-
-
-def _check_window(name: str, value, allow_none: bool = False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_mondrian(mode, by, min_category, fallback, max_categories):
-    try:
-        hash(by)
-    except TypeError:
-        raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-    if (
-        isinstance(min_category, bool)
-        or not isinstance(min_category, Integral)
-        or (min_category < 0)
-    ):
-        raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
-    _check_window("max_categories", max_categories)
-    if fallback not in (None, "pooled"):
-        raise ValueError(f"fallback must be None or 'pooled', got {fallback!r}")
-    if (fallback is None) != (min_category == 0):
-        raise ValueError(
-            "min_category and fallback='pooled' go together: below min_category pairs a "
-            f"category is answered from the pooled set (got min_category={min_category!r}, "
-            f"fallback={fallback!r})"
-        )
-    if fallback is not None and (by is None or mode != "pretrained"):
-        raise ValueError("fallback='pooled' needs by and mode 'pretrained'")
 
 
 class VennAbersClassifier(base.Wrapper, base.Classifier):
@@ -168,13 +143,13 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         self,
         model: base.Classifier,
         mode: str = DEFAULT_MODE,
-        merge: str = "log",
-        window: int | None = 1000,
+        merge: str = DEFAULT_MERGE,
+        window: int | None = DEFAULT_WINDOW,
         refresh_every: int | None = None,
         by=None,
         min_category: int = 0,
         fallback: str | None = None,
-        max_categories: int = 1000,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
         if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
             raise TypeError(
@@ -183,17 +158,17 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             )
         if not hasattr(model, "predict_proba_one"):
             raise TypeError(f"model must have predict_proba_one, got {model!r}")
-        check_mode(mode)
-        if merge not in MERGES:
-            raise ValueError(f"merge must be one of {tuple(MERGES)}, got {merge!r}")
-        _check_window("window", window, allow_none=(mode == "sva"))
-        _check_window("refresh_every", refresh_every, allow_none=True)
-        if mode == "va" and refresh_every is not None:
-            raise ValueError("refresh_every is not used by mode 'va', which rescores every time")
-        if mode == "sva" and window is None and refresh_every is not None:
-            raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
-        _check_mondrian(mode, by, min_category, fallback, max_categories)
-
+        settings = ClassifierSettings(
+            mode=mode,
+            merge=merge,
+            window=window,
+            refresh_every=refresh_every,
+            by=by,
+            min_category=min_category,
+            fallback=fallback,
+            max_categories=max_categories,
+        )
+        # river's clone and check_estimator read the settings back as attributes
         self.model = model
         self.mode = mode
         self.merge = merge
@@ -203,19 +178,12 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         self.min_category = min_category
         self.fallback = fallback
         self.max_categories = max_categories
+        self._state = _new_mode_state(model, settings)
 
-        if mode == "pretrained":
-            refresh_every = refresh_every or window
-        if by is not None:
-            self._state = MondrianVennAbers(
-                model, mode, window, refresh_every, by, min_category, fallback, max_categories
-            )
-        elif mode == "pretrained":
-            self._state = PretrainedVennAbers(model, window, refresh_every)
-        elif mode == "sva":
-            self._state = SimplifiedVennAbers(model, window, refresh_every)
-        else:
-            self._state = VennAbers(model, window)
+    @property
+    def settings(self) -> ClassifierSettings:
+        """The classifier's settings (all but the model) as one checked object."""
+        return ClassifierSettings(**{name: getattr(self, name) for name in SETTINGS})
 
     @property
     def _wrapped_model(self):
@@ -301,10 +269,10 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         }
 
     @classmethod
-    def from_state(cls, state: dict, by=None) -> VennAbersClassifier:
+    def from_state(cls, state: dict, *, by=None) -> VennAbersClassifier:
         """The classifier ``to_state`` described (unpickles the model: trusted input only).
 
-        A callable ``by`` is not plain data: pass it again as ``by``.
+        A callable ``by`` is not plain data: pass it again as ``by=``.
 
         >>> from river import linear_model
         >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), window=3, by="g")
@@ -331,8 +299,34 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             fallback=state["fallback"],
             max_categories=state["max_categories"],
         )
-        if state["mondrian"]:
-            clf._state.load_state(state["mode_state"])
-        else:
-            clf._state = type(clf._state).from_state(model, state["mode_state"])
+        clf._state = _new_mode_state(model, clf.settings, state["mode_state"])
         return clf
+
+
+_MODE_CLASSES = {"pretrained": PretrainedVennAbers, "sva": SimplifiedVennAbers, "va": VennAbers}
+
+
+def _new_mode_state(model, settings: ClassifierSettings, state: dict | None = None):
+    """The mode object of ``settings`` scoring with ``model``: empty, or the one ``state``
+    (its ``to_state()``) describes."""
+    refresh = settings.refresh_period
+    if settings.by is not None:
+        mondrian = {
+            "mode": settings.mode,
+            "window": settings.window,
+            "refresh_every": refresh,
+            "by": settings.by,
+            "min_category": settings.min_category,
+            "fallback": settings.fallback,
+            "max_categories": settings.max_categories,
+        }
+        if state is None:
+            return MondrianVennAbers(model, **mondrian)
+        return MondrianVennAbers.from_state(state, model=model, **mondrian)
+    if state is not None:
+        return _MODE_CLASSES[settings.mode].from_state(state, model=model)
+    if settings.mode == "pretrained":
+        return PretrainedVennAbers(model, settings.window, refresh)
+    if settings.mode == "sva":
+        return SimplifiedVennAbers(model, settings.window, refresh)
+    return VennAbers(model, settings.window)

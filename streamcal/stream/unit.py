@@ -30,6 +30,8 @@ import orjson
 
 import streamcal
 from streamcal.core.merge import SCALAR_MERGES
+from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.learner.settings import ClassifierSettings
 from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
@@ -57,23 +59,18 @@ _COUNTS = ("events", "labels", "predictions", "expired", "dead_letters")
 
 _merge_square = SCALAR_MERGES["square"]
 
-# Settings a checkpoint is bound to: resuming with other ones would mix two states.
-FINGERPRINT = (
+# Settings a checkpoint is bound to: resuming with other ones would mix two states. The
+# classifier's are compared as ClassifierSettings, so that a setting left to its default
+# and the same value given explicitly are one setting.
+_INPUT_FINGERPRINT = (
     "events_topic",
     "labels_topic",
     "model",
-    "mode",
-    "window",
-    "merge",
-    "refresh_every",
     "id_field",
     "features_field",
     "label_field",
-    "by",
-    "min_category",
-    "fallback",
-    "max_categories",
 )
+FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS
 
 
 class PendingPrediction(NamedTuple):
@@ -114,13 +111,8 @@ class CalibrationUnit:
 
         self.config = config
         self.unit = unit
-        kwargs = {"merge": config.merge}
-        # Only the settings given: the classifier's own defaults stand for the others.
-        for k in ("mode", "window", "refresh_every", "by", "min_category", "fallback",
-                  "max_categories"):  # fmt: skip
-            if getattr(config, k) is not None:
-                kwargs[k] = getattr(config, k)
-        self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
+        settings = config.classifier_settings()
+        self.clf = VennAbersClassifier(make_model(config.model), **settings.as_dict())
         self.tracker = _new_tracker(config)
         # event id -> PendingPrediction; event id -> (y, _Rec)
         self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
@@ -158,21 +150,21 @@ class CalibrationUnit:
         }
 
     @classmethod
-    def from_state(cls, state: dict, config, send=None) -> CalibrationUnit:
+    def from_state(cls, state: dict, *, config, send=None) -> CalibrationUnit:
         """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
         settings (``FINGERPRINT``) than ``config``'s."""
         from streamcal.learner import VennAbersClassifier
         from streamcal.monitoring.tracker import CalibrationTracker
 
         check_fingerprint(state, config)
-        self = cls(config, state["unit"], send)
+        self = cls(config, state["unit"], send=send)
         self.clf = VennAbersClassifier.from_state(state["classifier"])
         self.tracker = CalibrationTracker.from_state(state["tracker"])
         self.events_awaiting_label = WaitingRoom.from_state(
-            state["pending"], lambda v: PendingPrediction(*v)
+            state["pending"], value=lambda v: PendingPrediction(*v)
         )
         self.labels_awaiting_event = WaitingRoom.from_state(
-            state["waiting"], lambda v: (v[0], _Rec(*v[1]))
+            state["waiting"], value=lambda v: (v[0], _Rec(*v[1]))
         )
         self.recent = RecentIds.from_state(state["recent"])
         self.counts = dict(state["counts"])
@@ -372,17 +364,28 @@ def _new_tracker(config):
         window=config.tracker_window,
         bins=config.tracker_bins,
         top_k=config.top_k,
-        max_categories=config.max_categories or 1000,
+        max_categories=config.classifier_settings().max_categories,
     )
 
 
 def check_fingerprint(state: dict, config) -> None:
-    """``CheckpointError`` (one line) if ``state`` was made with other settings."""
+    """``CheckpointError`` (one line) if ``state`` was made with other settings.
+
+    The fingerprint holds the settings as given (None: not given); the classifier's are
+    compared once their defaults are filled in (``ClassifierSettings.given``).
+    """
     fingerprint = state.get("fingerprint", {})
-    for k in FINGERPRINT:
-        if fingerprint.get(k) != getattr(config, k):
+    pairs = [(k, fingerprint.get(k), getattr(config, k)) for k in _INPUT_FINGERPRINT]
+    try:
+        saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
+    now = config.classifier_settings()
+    pairs += [(k, getattr(saved, k), getattr(now, k)) for k in CLASSIFIER_SETTINGS]
+    for k, written, configured in pairs:
+        if written != configured:
             raise CheckpointError(
-                f"checkpoint was written with {k}={fingerprint.get(k)!r} but the "
-                f"processor is configured with {k}={getattr(config, k)!r}; use another "
+                f"checkpoint was written with {k}={written!r} but the "
+                f"processor is configured with {k}={configured!r}; use another "
                 "state directory or the same settings"
             )

@@ -72,12 +72,12 @@ class UnitStates:
         """Unit ``unit``, new or from ``state``; ``CheckpointError`` if ``state`` is
         another unit's."""
         if state is None:
-            return self.unit_class(self.config, unit, send)
+            return self.unit_class(self.config, unit, send=send)
         if state.get("unit") != unit:
             raise CheckpointError(
                 f"checkpoint holds unit {state.get('unit')!r}, not unit {unit!r}; refusing it"
             )
-        return self.unit_class.from_state(state, self.config, send)
+        return self.unit_class.from_state(state, config=self.config, send=send)
 
     def restore_global(self) -> bool:
         """Hold the global unit, from its newest local checkpoint if there is one (then
