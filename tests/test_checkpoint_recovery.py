@@ -15,9 +15,9 @@ import time
 import orjson
 import pytest
 
-from streamcal.stream.checkpoint import CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from streamcal.stream.state.checkpoint import CheckpointStore
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,

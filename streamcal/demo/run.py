@@ -212,8 +212,8 @@ def _process(opts: DemoOptions, config, n_events: int):
     from tqdm import tqdm
 
     from streamcal.demo.text import metric_text
-    from streamcal.stream.checkpoint import CheckpointError
     from streamcal.stream.processor import Processor
+    from streamcal.stream.state.checkpoint import CheckpointError
 
     try:
         processor = Processor(config)

@@ -19,8 +19,8 @@ from streamcal.learner.settings import (
 )
 from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.tracker import CalibrationTracker
-from streamcal.stream.checkpoint import CheckpointError
 from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.state.checkpoint import CheckpointError
 from streamcal.stream.unit import FINGERPRINT, CalibrationUnit, check_fingerprint
 
 

@@ -9,7 +9,7 @@ Every stateful part has one form: ``part.to_state()`` gives plain data and the
 classmethod ``Part.from_state(state, **deps)`` rebuilds it, ``deps`` being keywords for
 what is not data (the scoring model, a callable, a converter, the settings):
 
-* stream: ``CalibrationUnit`` (``config=``, ``send=``, ``on_labels=``), ``WaitingRoom``
+* stream: ``CalibrationUnit`` (``config=``, ``send=``), ``WaitingRoom``
   (``value=``, converting each stored value back), ``RecentIds``;
 * learner: ``VennAbersClassifier`` (``by=``, only for a callable ``by``), the modes
   ``PretrainedVennAbers``, ``SimplifiedVennAbers`` and ``VennAbers`` (``model=``),
@@ -50,7 +50,7 @@ import pickle
 import numpy as np
 
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, MONDRIAN_SETTINGS, ClassifierSettings
-from streamcal.stream.checkpoint import CheckpointError
+from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
