@@ -25,7 +25,8 @@ units add up to the whole stream's (``streamcal.monitoring.pooled``, used by ``s
 report`` on several metric logs).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER]
-['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
+['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls',
+ 'late_arrivals']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -207,6 +208,9 @@ FIELDS: tuple[MetricField, ...] = (
        "Labelled pairs in the calibration set."),
     _p("merge_stalls", COUNTER, "partition-merge stalls",
        "Times the ordered merge of partitions waited on one.", pool="max"),
+    _p("late_arrivals", COUNTER, "late arrivals",
+       "Records that arrived after a later record of their unit had been released "
+       "(the order then differs from a replay's)."),
     # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
     _p("version", INFO, "streamcal version", prometheus="build",
        help="The version field of the metric line (streamcal's version)."),

@@ -90,6 +90,7 @@ class Processor:
         self._on_metrics = None
         self._metrics_out = None
         self.merge_stalls = 0
+        self.late_arrivals: dict = {}  # unit -> records that came too late for the order
         self.restore_seconds = 0.0  # how long the last adoption of units took
         if config.scope == "global":
             state = self._local_store(None)
@@ -241,6 +242,7 @@ class Processor:
             events_per_s=rate,
             calibration_size=st.clf.calibration_size,
             merge_stalls=self.merge_stalls,
+            late_arrivals=self.late_arrivals.get(unit, 0),
             version=self._version,
         )
         line = {f.key: values.get(f.key) for f in metric_schema.FIELDS}
@@ -369,6 +371,8 @@ class Processor:
             max_future=cfg.max_future_s,
             max_bytes=cfg.max_message_bytes,
             skip_unreadable=cfg.skip_unreadable,
+            unit_of=None if self._membership is None else (lambda tp: tp.partition),
+            late=self.late_arrivals,
         )
 
     def run(
