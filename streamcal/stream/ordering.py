@@ -7,23 +7,24 @@ and re-emit different predictions. Merging by the key (record timestamp, topic r
 partition, offset) makes the order a function of the topics' contents alone.
 
 The release condition. Number the polls that return records 1, 2, ...; every record
-carries the number of the poll that brought it. Partition p is *confirmed at n* when, after
-poll n returned, the broker was asked for p's end offset (ListOffsets: the high watermark,
-``end_offsets``) and the answer E was reached, position(p) >= E, with nothing of p buffered.
-The least buffered head r (by the key above), brought by poll n, is released when every
-partition of the merge either has a buffered head or is confirmed at n or later. Why that
-is enough: r was in the topic (below its high watermark) before poll n returned, so
-before the question was asked; every record of p not yet read has an offset >= E, so it
-became readable after the answer, after r. The highwater that the consumer keeps from its
-last fetch is never taken as proof (a fetch answered before a pause, or a fetch response
-not parsed yet, shows a stale one); it only tells that p has unread records (position <
-highwater: poll, do not ask). The broker is asked only when the least head is held back by
-empty partitions that all look caught up, at most once per poll that brought records, and
-one question covers every record polled before it. Partitions that stay empty are not
-waited for once confirmed (Kafka Streams' default ``max.task.idle.ms=0``). A partition
-that is not confirmed within ``max_wait`` seconds (``--merge-wait``: it has unread records
-it does not deliver, or the broker does not answer) is skipped: what is buffered is
-released as if it were confirmed, and ``stalls`` counts it.
+carries the number of the poll that brought it. Partition p is *confirmed at n* when,
+after poll n returned, the broker was asked for p's end offset (ListOffsets: the high
+watermark, ``end_offsets``) and the answer E was reached, position(p) >= E: every record
+of p not polled yet has an offset >= E. The least buffered head r (by the key above),
+brought by poll n, is released when every partition of the merge either has a buffered
+head or is confirmed at n or later. Why that is enough: r was in the topic (below its
+high watermark) before poll n returned, so before the question was asked; every record
+of p not yet read has an offset >= E, so it became readable after the answer, after r.
+The highwater that the consumer keeps from its last fetch is never taken as proof (a
+fetch answered before a pause, or a fetch response not parsed yet, shows a stale one);
+it only tells that p has unread records (position < highwater: poll, do not ask). The
+broker is asked only when the least head is held back by empty partitions that all look
+caught up, at most once per poll that brought records (one question covers every
+partition that looks caught up and every record polled before it). Partitions that stay
+empty are not waited for once confirmed (Kafka Streams' default ``max.task.idle.ms=0``).
+A partition that is not confirmed within ``max_wait`` seconds (``--merge-wait``: it has
+unread records it does not deliver, or the broker does not answer) is skipped: what is
+buffered is released as if it were confirmed, and ``stalls`` counts it.
 
 So the order is a function of the topics' contents for all input that is in the topics
 (below the high watermark) when the records before it are read: replays, restarts after
@@ -312,17 +313,21 @@ class OrderedMerge:
         return self._runs[tp][0][1] <= floor
 
     def _confirm(self, timeout: float) -> bool:
-        """Ask the broker for the end offsets of the empty partitions that hold the least
-        head back, unless one of them is known to have unread records (then polling is
-        what helps). True if it asked."""
+        """Ask the broker for end offsets, unless an empty partition that holds the least
+        head back is known to have unread records (then polling is what helps). The one
+        question covers every partition that looks caught up and is not confirmed at the
+        last poll, so that partitions emptied by the next releases need none. True if it
+        asked."""
         need = self._runs[self._heap[0][-1]][0][1]
-        asked = [p for p in self._empty if self._confirmed[p] < need]
-        consumer = self.consumer
-        for p in asked:
-            hw = consumer.highwater(p)
-            if consumer.position(p) < max(hw or 0, self._known_end[p]):
-                return False
+        consumer, known = self.consumer, self._known_end
+
+        def behind(p) -> bool:
+            return consumer.position(p) < max(consumer.highwater(p) or 0, known[p])
+
+        if any(behind(p) for p in self._empty if self._confirmed[p] < need):
+            return False
         polls = self._polls  # the answer is newer than every record polled so far
+        asked = [p for p in self.partitions if self._confirmed[p] < polls and not behind(p)]
         try:
             ends = consumer.end_offsets(asked, timeout_ms=max(1, int(timeout * 1000)))
         except KafkaError as exc:  # a broker away: keep polling, max_wait bounds the wait
@@ -332,7 +337,7 @@ class OrderedMerge:
             end = ends.get(p)
             if end is None:
                 continue
-            self._known_end[p] = max(self._known_end[p], end)
+            known[p] = max(known[p], end)
             if consumer.position(p) >= end:
                 self._confirmed[p] = polls
         self._floor = None
