@@ -45,11 +45,11 @@ class LiveConsumer:
 
     ``data`` ({TP: [Record]}): a record is readable once ``now`` (set by the test) has
     reached ``appear[tp][i]``. Each poll returns a chunk of 1..``most`` readable records
-    of one partition chosen by ``rng``. ``highwater`` is what kafka-python shows: the
-    readable count when that partition's last chunk was served, so it is stale after
-    ``now`` moves, and with ``lie`` it may even read as caught up while records are
-    readable (an unparsed fetch response). ``end_offsets`` tells the truth, and counts
-    its calls in ``asked``.
+    of one partition chosen by ``rng``. ``highwater`` is what kafka-python shows: None
+    until a poll, then the readable count when a poll last parsed a fetch response of
+    that partition (not for ``held`` ones), so it is stale after ``now`` moves, and with
+    ``lie`` it may even read as caught up while records are readable (an unparsed fetch
+    response). ``end_offsets`` tells the truth, and counts its calls in ``asked``.
     """
 
     def __init__(self, data: dict, appear: dict, rng, most: int = 7, lie: bool = True):
@@ -66,6 +66,9 @@ class LiveConsumer:
 
     def poll(self, timeout_ms=0, max_records=2000):
         left = [tp for tp in self.data if tp not in self.held and self.pos[tp] < self.readable(tp)]
+        for tp in self.data:  # fetch responses parsed now: highwaters that go stale later
+            if tp not in self.held and (self.hw[tp] is None or self.rng.random() < 0.5):
+                self.hw[tp] = self.readable(tp)
         if self.lie:  # a stale highwater, down to the position, for any partition
             for tp in self.data:
                 if self.rng.random() < 0.3:

@@ -17,14 +17,19 @@ high watermark) before poll n returned, so before the question was asked; every 
 of p not yet read has an offset >= E, so it became readable after the answer, after r.
 The highwater that the consumer keeps from its last fetch is never taken as proof (a
 fetch answered before a pause, or a fetch response not parsed yet, shows a stale one);
-it only tells that p has unread records (position < highwater: poll, do not ask). The
-broker is asked only when the least head is held back by empty partitions that all look
-caught up, at most once per poll that brought records (one question covers every
-partition that looks caught up and every record polled before it). Partitions that stay
-empty are not waited for once confirmed (Kafka Streams' default ``max.task.idle.ms=0``).
-A partition that is not confirmed within ``max_wait`` seconds (``--merge-wait``: it has
-unread records it does not deliver, or the broker does not answer) is skipped: what is
-buffered is released as if it were confirmed, and ``stalls`` counts it.
+it only tells that p has unread records (position < highwater, or no highwater yet:
+poll, do not ask). Asking only once the position has reached a fetch's highwater (the
+log end then, a record-batch boundary) also keeps the answer sound with brokers that
+answer ListOffsets with the base offset of the last batch + 1 (tansu 0.6): every record
+not read then lies in a batch that starts at or after the position, so the answer is
+above it. The broker is asked only when the least head is held back by empty partitions
+that all look caught up, at most once per poll that brought records (one question covers
+every partition that looks caught up and every record polled before it). Partitions that
+stay empty are not waited for once confirmed (Kafka Streams' default
+``max.task.idle.ms=0``). A partition that is not confirmed within ``max_wait`` seconds
+(``--merge-wait``: it has unread records it does not deliver, or the broker does not
+answer) is skipped: what is buffered is released as if it were confirmed, and ``stalls``
+counts it.
 
 So the order is a function of the topics' contents for all input that is in the topics
 (below the high watermark) when the records before it are read: replays, restarts after
@@ -321,8 +326,9 @@ class OrderedMerge:
         need = self._runs[self._heap[0][-1]][0][1]
         consumer, known = self.consumer, self._known_end
 
-        def behind(p) -> bool:
-            return consumer.position(p) < max(consumer.highwater(p) or 0, known[p])
+        def behind(p) -> bool:  # or not known yet: no fetch response parsed
+            hw = consumer.highwater(p)
+            return hw is None or consumer.position(p) < max(hw, known[p])
 
         if any(behind(p) for p in self._empty if self._confirmed[p] < need):
             return False
