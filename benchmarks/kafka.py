@@ -19,6 +19,8 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
+    python benchmarks/kafka.py --merge-only --events 50000   # the merge's release
+        # condition now vs before issue 20: backlog throughput, live latency
 
 CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
@@ -479,6 +481,7 @@ def merge_latency(bootstrap, tag: str, rate: int, seconds: float, rounds: int) -
 
     got: dict = {name: [] for name, _ in _merge_classes()}
     asked: dict = dict.fromkeys(got, 0)
+    stalls: dict = dict.fromkeys(got, 0)
     for rep in range(rounds):
         for name, cls in _merge_classes():
             t = {k: f"bench-{tag}.live{rep}-{cls.__name__}.{k}"
@@ -520,6 +523,7 @@ def merge_latency(bootstrap, tag: str, rate: int, seconds: float, rounds: int) -
             stop.set()
             runner.join()
             asked[name] += cls.asked
+            stalls[name] += proc.merge_stalls
             for r in _read_all(bootstrap, t["predictions"], len(sent)):
                 if r.key in sent:
                     got[name].append(r.timestamp - sent[r.key])
@@ -528,7 +532,7 @@ def merge_latency(bootstrap, tag: str, rate: int, seconds: float, rounds: int) -
         lat.sort()
         k = len(lat)
         q50, q99 = (lat[min(k - 1, int(f * k))] if k else 0 for f in (0.5, 0.99))
-        out[name] = (k, q50, q99, lat[-1] if k else 0, asked[name])
+        out[name] = (k, q50, q99, lat[-1] if k else 0, asked[name], stalls[name])
     return out
 
 
@@ -562,9 +566,10 @@ def print_merge(thr: dict, lat: dict, rate: int, seconds: float) -> None:
     print(f"  throughput now / before: {thr[names[0]][0] / thr[names[1]][0]:.3f} (target >= 0.95)")
     print(f"  live input, {rate} events/s + labels 50 ms later for {seconds:g} s; latency "
           "from event production to prediction (ms)")  # fmt: skip
-    print(f"  {'':28s} {'preds':>6s} {'p50':>6s} {'p99':>6s} {'max':>6s} {'questions':>10s}")
-    for name, (k, p50, p99, mx, asked) in lat.items():
-        print(f"  {name:28s} {k:6d} {p50:6d} {p99:6d} {mx:6d} {asked:10d}")
+    print(f"  {'':28s} {'preds':>6s} {'p50':>6s} {'p99':>6s} {'max':>6s} {'questions':>10s}"
+          f" {'stalls':>7s}")  # fmt: skip
+    for name, (k, p50, p99, mx, asked, stall) in lat.items():
+        print(f"  {name:28s} {k:6d} {p50:6d} {p99:6d} {mx:6d} {asked:10d} {stall:7d}")
 
 
 def main() -> None:
