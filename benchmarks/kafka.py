@@ -19,6 +19,8 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
+    python benchmarks/kafka.py --merge-only --events 50000   # the merge's release
+        # condition now vs before issue 20: backlog throughput, live latency
 
 CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
@@ -190,6 +192,9 @@ class MemoryConsumer:
 
     def highwater(self, tp):
         return len(self.data[tp])
+
+    def end_offsets(self, tps, timeout_ms=None):
+        return {tp: len(self.data[tp]) for tp in tps}
 
     def position(self, tp):
         return min(self.pos[tp], len(self.data[tp]))
@@ -386,6 +391,187 @@ def logic_split(n: int) -> list[tuple[str, float]]:
     ]
 
 
+# ---------------------------------------------------------------- the merge's condition
+def _merge_classes():
+    """(name, OrderedMerge class) of the release condition now and before issue 20."""
+    from streamcal.stream.kafka.ordering import OrderedMerge
+
+    class Counted(OrderedMerge):
+        """Counts the end-offset questions to the broker."""
+
+        asked = 0
+
+        def _confirm(self, timeout):
+            done = super()._confirm(timeout)
+            type(self).asked += done
+            return done
+
+    class StaleHighwater(Counted):
+        """The condition before issue 20: a partition whose position has reached the
+        highwater of its last fetch counts as caught up (no question to the broker)."""
+
+        def _confirm(self, timeout):
+            c = self.consumer
+            for p in self.partitions:
+                hw = c.highwater(p)
+                if hw is not None and c.position(p) >= hw:
+                    self._confirmed[p] = self._polls
+            self._floor = None
+            return True
+
+    return [("end offsets (now)", Counted), ("stale highwater (before)", StaleHighwater)]
+
+
+def _with_merge(cls, fn):
+    from streamcal.stream import ordering
+
+    saved, ordering.OrderedMerge = ordering.OrderedMerge, cls
+    try:
+        return fn()
+    finally:
+        ordering.OrderedMerge = saved
+
+
+def _config(bootstrap, topics, **extra):
+    from streamcal.stream.config import ProcessorConfig
+
+    return ProcessorConfig.build(
+        bootstrap_servers=bootstrap, group_id=topics["group"], events_topic=topics["events"],
+        labels_topic=topics["labels"], predictions_topic=topics["predictions"],
+        dead_letter_topic=topics["dead"], mode="sva", model="logreg", metrics_file="none",
+        **extra,
+    )  # fmt: skip
+
+
+def merge_throughput(bootstrap, topics, n, every, rounds: int) -> dict:
+    """Events/s of the processor in process over the same topics (a backlog) with each
+    condition, alternating; best of ``rounds``."""
+    from streamcal.stream.processor import Processor
+
+    out: dict = {}
+    for rep in range(rounds):
+        for name, cls in _merge_classes():
+            t = {**topics, "group": f"{topics['group']}-m{rep}-{cls.__name__}",
+                 "predictions": f"{topics['predictions']}-m{rep}-{cls.__name__}"}  # fmt: skip
+            lines: list = []
+            proc = Processor(_config(bootstrap, t, metrics_every=every))
+            cls.asked = 0
+            _with_merge(cls, lambda p=proc, o=lines: p.run(max_idle_s=2.0, on_metrics=o.append))
+            first: dict = {}
+            for x in lines:
+                if x["labels"] % every == 0 and x["labels"] > 0:
+                    first.setdefault(x["labels"], x)
+            a, b = min(first.values(), key=lambda x: x["labels"]), max(
+                first.values(), key=lambda x: x["labels"])  # fmt: skip
+            rate = (b["events"] - a["events"]) / (b["ts"] - a["ts"])
+            best = out.get(name, (0.0, 0))
+            out[name] = max(best, (rate, cls.asked))
+            print(f"merge {name}: {rate:,.0f} events/s, {cls.asked} end-offset questions",
+                  flush=True)  # fmt: skip
+    return out
+
+
+def merge_latency(bootstrap, tag: str, rate: int, seconds: float, rounds: int) -> dict:
+    """Live input at ``rate`` events/s (and as many labels, 50 ms later) for ``seconds``:
+    the latency from an event's record time (its production) to its prediction's record
+    time, for each condition, alternating; p50/p99/max in ms over all rounds."""
+    from kafka import KafkaProducer
+
+    from streamcal.stream.processor import Processor
+
+    got: dict = {name: [] for name, _ in _merge_classes()}
+    asked: dict = dict.fromkeys(got, 0)
+    stalls: dict = dict.fromkeys(got, 0)
+    for rep in range(rounds):
+        for name, cls in _merge_classes():
+            t = {k: f"bench-{tag}.live{rep}-{cls.__name__}.{k}"
+                 for k in ("events", "labels", "predictions", "dead")}  # fmt: skip
+            t["group"] = f"bench-{tag}-live{rep}-{cls.__name__}"
+            producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
+            for k in ("events", "labels"):  # create the topics before the processor starts
+                producer.send(t[k], key=b"warm-up", value=b"{", timestamp_ms=T0)
+            producer.flush()
+            proc = Processor(_config(bootstrap, t))
+            stop = threading.Event()
+            cls.asked = 0
+            runner = threading.Thread(
+                target=_with_merge, args=(cls, lambda p=proc, e=stop: p.run(stop_event=e))
+            )
+            runner.start()
+            time.sleep(3.0)  # start-up
+            sent, labels, rng = {}, [], random.Random(rep)
+            t0, i = time.monotonic(), 0
+            while time.monotonic() - t0 < seconds:
+                now_ms = int(time.time() * 1000)
+                while i < rate * (time.monotonic() - t0):
+                    eid = f"e{i}"
+                    x = [rng.gauss(0, 1) for _ in range(2)]
+                    producer.send(t["events"], key=eid.encode(), timestamp_ms=now_ms,
+                                  value=orjson.dumps({"id": eid, "features": {"x0": x[0],
+                                                      "x1": x[1]}}))  # fmt: skip
+                    sent[eid.encode()] = now_ms
+                    labels.append((now_ms + 50, eid, int(x[0] > 0)))
+                    i += 1
+                while labels and labels[0][0] <= now_ms:
+                    ts, eid, y = labels.pop(0)
+                    producer.send(t["labels"], key=eid.encode(), timestamp_ms=now_ms,
+                                  value=orjson.dumps({"id": eid, "label": y}))  # fmt: skip
+                time.sleep(0.002)
+            producer.flush()
+            producer.close()
+            time.sleep(2.0)
+            stop.set()
+            runner.join()
+            asked[name] += cls.asked
+            stalls[name] += proc.merge_stalls
+            for r in _read_all(bootstrap, t["predictions"], len(sent)):
+                if r.key in sent:
+                    got[name].append(r.timestamp - sent[r.key])
+    out = {}
+    for name, lat in got.items():
+        lat.sort()
+        k = len(lat)
+        q50, q99 = (lat[min(k - 1, int(f * k))] if k else 0 for f in (0.5, 0.99))
+        out[name] = (k, q50, q99, lat[-1] if k else 0, asked[name], stalls[name])
+    return out
+
+
+def _read_all(bootstrap: str, topic: str, n: int, timeout: float = 30.0) -> list:
+    """The records of ``topic`` from the start, once ``n`` are read (or ``timeout``)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        out: list = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n and time.monotonic() < deadline:
+            for recs in consumer.poll(timeout_ms=200).values():
+                out.extend(recs)
+        return out
+    finally:
+        consumer.close()
+
+
+def print_merge(thr: dict, lat: dict, rate: int, seconds: float) -> None:
+    print()
+    print("The merge's release condition (issue 20), the processor in process:")
+    print(f"  {'':28s} {'events/s':>9s} {'questions':>10s}")
+    for name, (r, asked) in thr.items():
+        print(f"  {name:28s} {r:9,.0f} {asked:10d}")
+    names = list(thr)
+    print(f"  throughput now / before: {thr[names[0]][0] / thr[names[1]][0]:.3f} (target >= 0.95)")
+    print(f"  live input, {rate} events/s + labels 50 ms later for {seconds:g} s; latency "
+          "from event production to prediction (ms)")  # fmt: skip
+    print(f"  {'':28s} {'preds':>6s} {'p50':>6s} {'p99':>6s} {'max':>6s} {'questions':>10s}"
+          f" {'stalls':>7s}")  # fmt: skip
+    for name, (k, p50, p99, mx, asked, stall) in lat.items():
+        print(f"  {name:28s} {k:6d} {p50:6d} {p99:6d} {mx:6d} {asked:10d} {stall:7d}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -399,6 +585,13 @@ def main() -> None:
         help="CPU µs per event of the control loop: the bare loop plus this much busy work "
         "(about the processor's own work without Kafka; 0: no control run)",
     )
+    ap.add_argument(
+        "--merge-only",
+        action="store_true",
+        help="only the merge's release condition, now vs before (throughput, latency)",
+    )
+    ap.add_argument("--live-rate", type=int, default=500, help="events/s of the latency run")
+    ap.add_argument("--live-seconds", type=float, default=10.0, help="length of the latency run")
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -416,6 +609,11 @@ def main() -> None:
         produce_input(bs, topics["events"], topics["labels"], n)
         print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
 
+        if args.merge_only:
+            thr = merge_throughput(bs, topics, n, every, args.repeat)
+            lat = merge_latency(bs, tag, args.live_rate, args.live_seconds, args.repeat)
+            print_merge(thr, lat, args.live_rate, args.live_seconds)
+            return
         bare, sc, thread, busy = [], [], [], []
         tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run
         for rep in range(args.repeat):  # alternate, so both see the same background load

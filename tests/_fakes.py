@@ -9,7 +9,7 @@ from kafka.structs import TopicPartition as TP
 
 from streamcal.stream.unit import _Rec as Record
 
-__all__ = ["TP", "ChunkyConsumer", "Record"]
+__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record"]
 
 
 class ChunkyConsumer:
@@ -35,3 +35,61 @@ class ChunkyConsumer:
 
     def position(self, tp):
         return min(self.pos[tp], len(self.data[tp]))
+
+    def end_offsets(self, tps, timeout_ms=None):
+        return {tp: len(self.data[tp]) for tp in tps}
+
+
+class LiveConsumer:
+    """Serves records that become readable over time, the way a live consumer sees them.
+
+    ``data`` ({TP: [Record]}): a record is readable once ``now`` (set by the test) has
+    reached ``appear[tp][i]``. Each poll returns a chunk of 1..``most`` readable records
+    of one partition chosen by ``rng``. ``highwater`` is what kafka-python shows: None
+    until a poll, then the readable count when a poll last parsed a fetch response of
+    that partition (not for ``held`` ones), so it is stale after ``now`` moves, and with
+    ``lie`` it may even read as caught up while records are readable (an unparsed fetch
+    response). ``end_offsets`` tells the truth, and counts its calls in ``asked``.
+    """
+
+    def __init__(self, data: dict, appear: dict, rng, most: int = 7, lie: bool = True):
+        self.data, self.appear, self.rng, self.most, self.lie = data, appear, rng, most, lie
+        self.now = 0
+        self.pos = dict.fromkeys(data, 0)
+        self.hw = dict.fromkeys(data)
+        self.held: set = set()  # partitions whose readable records are not served
+        self.asked = 0
+        self.polls = 0
+
+    def readable(self, tp) -> int:
+        return sum(1 for a in self.appear[tp] if a <= self.now)
+
+    def poll(self, timeout_ms=0, max_records=2000):
+        left = [tp for tp in self.data if tp not in self.held and self.pos[tp] < self.readable(tp)]
+        for tp in self.data:  # fetch responses parsed now: highwaters that go stale later
+            if tp not in self.held and (self.hw[tp] is None or self.rng.random() < 0.5):
+                self.hw[tp] = self.readable(tp)
+        if self.lie:  # a stale highwater, down to the position, for any partition
+            for tp in self.data:
+                if self.rng.random() < 0.3:
+                    self.hw[tp] = self.rng.randint(min(self.hw[tp] or 0, self.pos[tp]),
+                                                   self.pos[tp])  # fmt: skip
+        if not left:
+            return {}
+        tp = self.rng.choice(left)
+        p = self.pos[tp]
+        k = min(max_records, self.rng.randint(1, self.most), self.readable(tp) - p)
+        self.pos[tp] = p + k
+        self.hw[tp] = self.readable(tp)
+        self.polls += 1
+        return {tp: self.data[tp][p : p + k]}
+
+    def highwater(self, tp):
+        return self.hw[tp]
+
+    def position(self, tp):
+        return self.pos[tp]
+
+    def end_offsets(self, tps, timeout_ms=None):
+        self.asked += 1
+        return {tp: self.readable(tp) for tp in tps}

@@ -220,7 +220,7 @@ def test_per_category_lines_follow_each_units_line_with_its_labels():
     proc = Processor(cfg)
     proc.metrics.out = out = io.StringIO()
     proc.units[3] = unit = proc.states.make(3)
-    feed(unit, records(120), 0, [], emit=lambda u: proc.metrics.emit_unit(u, merge_stalls=0))
+    feed(unit, records(120), 0, [], emit=lambda u: proc.metrics.emit_unit(u, {"merge_stalls": 0}))
     lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert len(lines) == 2 * (1 + 4)  # at 50 and 100 labels: the line, 3 shops, "(other)"
     for block in (lines[:5], lines[5:]):

@@ -41,6 +41,7 @@ def a_metric_line():
         "calibration_size": 150,
         "waiting_labels": 3,
         "merge_stalls": 4,
+        "late_arrivals": 5,
         "version": "7",
     }
 

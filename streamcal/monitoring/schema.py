@@ -30,7 +30,7 @@ a tracker's snapshot only once it has seen a protected probability or a protecto
 state; without protection a snapshot is exactly what it was before them.
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
-['events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
+['events', 'predictions', 'expired', 'dead_letters', 'merge_stalls', 'late_arrivals']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -256,6 +256,9 @@ FIELDS: tuple[MetricField, ...] = (
        "Labelled pairs in the calibration set."),
     _p("merge_stalls", COUNTER, "partition-merge stalls",
        "Times the ordered merge of partitions waited on one.", pool="max"),
+    _p("late_arrivals", COUNTER, "late arrivals",
+       "Records that arrived after a later record of their unit had been released "
+       "(the order then differs from a replay's)."),
     # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
     _p("version", INFO, "streamcal version", prometheus="build",
        help="The version field of the metric line (streamcal's version)."),

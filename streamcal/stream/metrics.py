@@ -100,8 +100,9 @@ class MetricEmitter:
             return None
         return counts
 
-    def line(self, unit: int | None, snapshot: dict, merge_stalls: int) -> dict:
-        """The current metric line of ``unit``, whose snapshot is ``snapshot``."""
+    def line(self, unit: int | None, snapshot: dict, merge: dict) -> dict:
+        """The current metric line of ``unit``, whose snapshot is ``snapshot``; ``merge``
+        holds the ordered merge's counters for it (``merge_stalls``, ``late_arrivals``)."""
         mono = time.monotonic()
         events = snapshot["events"]
         since, then = self._rate_marks.get(unit, (mono, events))
@@ -110,15 +111,15 @@ class MetricEmitter:
             **snapshot,
             "ts": time.time(),
             "events_per_s": (events - then) / elapsed if elapsed > 0 else 0.0,
-            "merge_stalls": merge_stalls,
+            **merge,
             "version": self.version,
         }
         return metric_line(values, unit, self.instance)
 
-    def emit(self, unit: int | None, snapshot: dict, categories, merge_stalls: int) -> dict:
+    def emit(self, unit: int | None, snapshot: dict, categories, merge: dict) -> dict:
         """Make the line of ``unit`` and send it, then its per-category lines
         (``categories``: rows of ``CalibrationTracker.category_snapshots``, or None)."""
-        line = self.line(unit, snapshot, merge_stalls)
+        line = self.line(unit, snapshot, merge)
         self.mark(unit, line["events"])
         self.last_line_at = time.monotonic()
         if unit is GLOBAL_UNIT:
@@ -136,17 +137,18 @@ class MetricEmitter:
             self.on_metrics(line)
         return line
 
-    def emit_unit(self, unit, merge_stalls: int) -> dict:
+    def emit_unit(self, unit, merge: dict) -> dict:
         """Make and send the line of ``unit`` (a ``CalibrationUnit``), with its
         per-category lines under ``--by``."""
         categories = unit.category_snapshots() if self.config.by is not None else None
-        return self.emit(unit.unit, unit.snapshot(), categories, merge_stalls)
+        return self.emit(unit.unit, unit.snapshot(), categories, merge)
 
-    def emit_all(self, units: dict, merge_stalls: int) -> dict | None:
-        """The lines of all ``units`` (the global one, or by partition); the last line."""
+    def emit_all(self, units: dict, merge_of) -> dict | None:
+        """The lines of all ``units`` (the global one, or by partition), with
+        ``merge_of(unit)`` as each one's merge counters; the last line."""
         line = None
         for u in sorted(units, key=lambda k: -1 if k is GLOBAL_UNIT else k):
-            line = self.emit_unit(units[u], merge_stalls)
+            line = self.emit_unit(units[u], merge_of(u))
         return line
 
     def _send(self, unit, line: dict, data: bytes) -> None:

@@ -76,6 +76,7 @@ class Processor:
         self._out = None  # Outbox or ProducerProcess, while running
         self._inputs: Inputs | None = None  # while running
         self.merge_stalls = 0
+        self.late_arrivals: dict = {}  # unit -> records that came too late for the order
         self._last_checkpoint_at = time.monotonic()
         if config.scope == "global":
             self.restored = self.states.restore_global()
@@ -136,7 +137,12 @@ class Processor:
             snapshot = self.unit_class.empty_snapshot(self.config)
         else:
             snapshot = held.snapshot()
-        return self.metrics.line(unit, snapshot, self.merge_stalls)
+        return self.metrics.line(unit, snapshot, self._merge_counts(unit))
+
+    def _merge_counts(self, unit: int | None) -> dict:
+        """The ordered merge's counters in ``unit``'s metric line."""
+        late = self.late_arrivals.get(unit, 0)
+        return {"merge_stalls": self.merge_stalls, "late_arrivals": late}
 
     @property
     def metrics_port(self) -> int | None:
@@ -173,7 +179,7 @@ class Processor:
         self.states.changed = set()
         stop_event = stop_event or threading.Event()
         ranks = {cfg.events_topic: TopicRank.EVENT, cfg.labels_topic: TopicRank.LABEL}
-        self._inputs = inputs = Inputs(cfg, ranks, release=self._release)
+        self._inputs = inputs = Inputs(cfg, ranks, release=self._release, late=self.late_arrivals)
 
         # The cyclic GC is costly here: kafka-python allocates many container objects per
         # record, so gen-0 passes are frequent, and gen-2 passes walk the model and the
@@ -240,7 +246,7 @@ class Processor:
                     rank, rec = item
                     unit = units[rec.partition if by_partition else GLOBAL_UNIT]
                     if unit.handle(rank, rec):  # a metric line is due
-                        metrics.emit_unit(unit, self.merge_stalls)
+                        metrics.emit_unit(unit, self._merge_counts(unit.unit))
                     changed.add(unit.unit)
                     n += 1
                     if progress is not None and n % 1000 == 0:
@@ -264,14 +270,14 @@ class Processor:
                 self._out.flush()
             totals = metrics.due(now, self._totals)
             if totals is not None:
-                metrics.emit_all(units, self.merge_stalls)
+                metrics.emit_all(units, self._merge_counts)
                 metrics.last_line_counts = totals
             if self.states.changed and now - self._last_checkpoint_at >= checkpoint_interval:
                 self.checkpoint()
         if progress is not None:
             progress(self._total("events"))
         self.checkpoint_all()
-        return metrics.emit_all(units, self.merge_stalls) or self.metric_line()
+        return metrics.emit_all(units, self._merge_counts) or self.metric_line()
 
     def _total(self, count: str) -> int:
         return sum(unit.counts[count] for unit in self.units.values())

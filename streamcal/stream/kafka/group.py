@@ -155,6 +155,12 @@ class MergeView:
     def position(self, tp):
         return self._consumer.position(tp) if self.current else 0
 
+    def end_offsets(self, tps, timeout_ms: int) -> dict:
+        if not self.current:
+            return dict.fromkeys(tps, 0)
+        ends = self._consumer.end_offsets(tps, timeout_ms=timeout_ms)
+        return ends if self.current else dict.fromkeys(tps, 0)
+
     def seek(self, tp, offset: int) -> None:
         if self.current:
             self._consumer.seek(tp, offset)

@@ -27,10 +27,13 @@ STALE = object()  # what ``next`` returns for records polled across a rebalance
 class Inputs:
     """Read the input topics of ``config`` in merge order; ``ranks`` maps a topic to its
     rank in that order. ``release(units)`` is called, from within a poll, with the units
-    revoked from this instance (``--scope partition``)."""
+    revoked from this instance (``--scope partition``). ``late`` (unit -> count) counts the
+    records that arrived after a later record of their unit was released (see
+    ``streamcal.stream.kafka.ordering``); it outlives the merges."""
 
-    def __init__(self, config, ranks: dict, release=None):
+    def __init__(self, config, ranks: dict, release=None, late: dict | None = None):
         self.config = config
+        self.late = {} if late is None else late
         self.consumer = None  # given to open()
         self.ranks = ranks
         self.merge = None  # the OrderedMerge of the current assignment
@@ -105,6 +108,8 @@ class Inputs:
             max_future=cfg.max_future_s,
             max_bytes=cfg.max_message_bytes,
             skip_unreadable=cfg.skip_unreadable,
+            unit_of=None if self.membership is None else _partition_number,
+            late=self.late,
         )
 
     def next(self, timeout: float):
@@ -143,3 +148,8 @@ class Inputs:
         if self.lock is not None:
             self.lock.close()
             self.lock = None
+
+
+def _partition_number(tp) -> int:
+    """The unit of a partition under ``--scope partition``: its number."""
+    return tp.partition

@@ -6,14 +6,41 @@ restarted processor would interleave events and labels differently from the firs
 and re-emit different predictions. Merging by the key (record timestamp, topic rank,
 partition, offset) makes the order a function of the topics' contents alone.
 
-The next record is released only when every partition either has a buffered head or is
-caught up (its position has reached the highwater mark of its last fetch). A partition
-that has unread data but has not delivered it within ``max_wait`` seconds is skipped so
-that a slow partition cannot stall the stream; that, and records appended to a
-caught-up partition with a timestamp older than records already released, are the
-limits of determinism: the order is reproducible whenever the input is already in the
-topics when it is read (replays, restarts after a crash, backlogs), and in live
-operation it is the arrival order refined by timestamps.
+The release condition. Number the polls that return records 1, 2, ...; every record
+carries the number of the poll that brought it. Partition p is *confirmed at n* when,
+after poll n returned, the broker was asked for p's end offset (ListOffsets: the high
+watermark, ``end_offsets``) and the answer E was reached, position(p) >= E: every record
+of p not polled yet has an offset >= E. The least buffered head r (by the key above),
+brought by poll n, is released when every partition of the merge either has a buffered
+head or is confirmed at n or later. Why that is enough: r was in the topic (below its
+high watermark) before poll n returned, so before the question was asked; every record
+of p not yet read has an offset >= E, so it became readable after the answer, after r.
+The highwater that the consumer keeps from its last fetch is never taken as proof (a
+fetch answered before a pause, or a fetch response not parsed yet, shows a stale one);
+it only tells that p has unread records (position < highwater, or no highwater yet:
+poll, do not ask). Asking only once the position has reached a fetch's highwater (the
+log end then, a record-batch boundary) also keeps the answer sound with brokers that
+answer ListOffsets with the base offset of the last batch + 1 (tansu 0.6): every record
+not read then lies in a batch that starts at or after the position, so the answer is
+above it. The broker is asked only when the least head is held back by empty partitions
+that all look caught up, at most once per poll that brought records (one question covers
+every partition that looks caught up and every record polled before it). Partitions that
+stay empty are not waited for once confirmed (Kafka Streams' default
+``max.task.idle.ms=0``). A partition that is not confirmed within ``max_wait`` seconds
+(``--merge-wait``: it has unread records it does not deliver, or the broker does not
+answer) is skipped: what is buffered is released as if it were confirmed, and ``stalls``
+counts it.
+
+So the order is a function of the topics' contents for all input that is in the topics
+(below the high watermark) when the records before it are read: replays, restarts after
+a crash, backlogs, and after a pause, a stall, a broker restart or a rebalance, as long as
+no stall happens. What remains is live operation: a record that becomes readable after
+a record of another partition later in the order has been released (a label reaching the
+broker after an event with a later timestamp) cannot take its place in the order. It is
+counted when it arrives, in ``late`` (per unit, ``late_arrivals`` in the metric line): a
+record whose key is below that of the last record released of its unit from another
+partition. With each partition's timestamps in order, the predictions equal a replay's
+exactly when no stall and no late arrival happened.
 
 The merge is also the gate of the input, the one place that sees every record before it is
 ordered. A record that would harm the state whatever its value is replaced by a
@@ -46,6 +73,8 @@ import logging
 import time
 from collections import deque
 from typing import NamedTuple
+
+from kafka.errors import KafkaError
 
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter_key
 from streamcal.stream.messages import Rejected
@@ -142,7 +171,10 @@ class OrderedMerge:
 
     ``ranks[topic]`` breaks ties between topics with equal timestamps (events before
     labels). Call ``next(timeout)`` repeatedly: it returns ``(rank, record)`` or None
-    when nothing could be released within ``timeout`` seconds.
+    when nothing could be released within ``timeout`` seconds. ``unit_of(tp)`` names the
+    unit of calibration a partition belongs to (default: one unit); ``late`` is a dict
+    that counts late arrivals per unit (see the module docstring), kept by the caller
+    across merges.
     """
 
     def __init__(
@@ -155,14 +187,23 @@ class OrderedMerge:
         max_future: float = 86400.0,
         max_bytes: int = 1_048_576,
         skip_unreadable: bool = False,
+        unit_of=None,
+        late: dict | None = None,
     ):
         self.consumer = consumer
         self.partitions = list(partitions)
         self._rank = {tp: ranks[tp.topic] for tp in self.partitions}
         self._bufs = {tp: deque() for tp in self.partitions}
+        # The polls that brought a partition's buffered records: [count, poll] runs.
+        self._runs = {tp: deque() for tp in self.partitions}
         self._heap: list = []
-        # Partitions with an empty buffer that may still have unread data.
-        self._waiting = set(self.partitions)
+        self._polls = 0  # polls that returned records; the records carry its number
+        # Partitions without a buffered head, and for each partition the latest poll n
+        # such that it is known to have nothing unread below end offsets asked after poll n.
+        self._empty = set(self.partitions)
+        self._confirmed = dict.fromkeys(self.partitions, 0)
+        self._floor: int | None = 0  # min of _confirmed over _empty (None: to recompute)
+        self._known_end = dict.fromkeys(self.partitions, 0)  # largest end offset seen
         self.max_wait = max_wait
         self.poll_records = poll_records
         self._wait_started: float | None = None
@@ -170,6 +211,14 @@ class OrderedMerge:
         self.max_future = max_future
         self.max_bytes = max_bytes
         self.skip_unreadable = skip_unreadable
+        self._unit = {tp: unit_of(tp) if unit_of else None for tp in self.partitions}
+        self._last: dict = {}  # unit -> heap entry of the last record released
+        self.late = {} if late is None else late
+
+    @property
+    def late_arrivals(self) -> int:
+        """Late arrivals counted so far, all units together."""
+        return sum(self.late.values())
 
     def _caught_up(self, tp) -> bool:
         hw = self.consumer.highwater(tp)
@@ -224,30 +273,104 @@ class OrderedMerge:
         for tp, recs in got.items():
             if not recs:
                 continue
+            if not n:
+                self._polls += 1
+            if recs[0].__class__ is not RejectedRecord:
+                recs = self._gate(recs)
+            self._count_late(tp, recs)
             buf = self._bufs[tp]
             was_empty = not buf
-            buf.extend(self._gate(recs) if recs[0].__class__ is not RejectedRecord else recs)
+            buf.extend(recs)
+            self._runs[tp].append([len(recs), self._polls])
             n += len(recs)
             if was_empty:
                 self._push_head(tp)
-                self._waiting.discard(tp)
-        for tp in list(self._waiting):
-            if self._caught_up(tp):
-                self._waiting.discard(tp)
+                self._empty.discard(tp)
+                self._floor = None
         return n
+
+    def _count_late(self, tp, recs: list) -> None:
+        """Count the records of ``recs`` that go before the last record released of their
+        unit from another partition: they arrived too late for the merge order."""
+        last = self._last.get(self._unit[tp])
+        if last is None or last[-1] == tp:
+            return
+        rank, part = self._rank[tp], tp.partition
+        lts = last[0]
+        n = 0
+        for r in recs:
+            if r.timestamp <= lts and r.__class__ is not RejectedRecord:
+                n += (r.timestamp, rank, part, r.offset) < last[:4]
+        if n:
+            unit = self._unit[tp]
+            self.late[unit] = self.late.get(unit, 0) + n
+
+    def _free(self) -> bool:
+        """The release condition for the least head (``_heap`` not empty)."""
+        if not self._empty:
+            return True
+        ts, *_, tp = self._heap[0]
+        if ts < 0:  # rejected: it takes no part in the order
+            return True
+        floor = self._floor
+        if floor is None:
+            floor = self._floor = min(self._confirmed[p] for p in self._empty)
+        return self._runs[tp][0][1] <= floor
+
+    def _confirm(self, timeout: float) -> bool:
+        """Ask the broker for end offsets, unless an empty partition that holds the least
+        head back is known to have unread records (then polling is what helps). The one
+        question covers every partition that looks caught up and is not confirmed at the
+        last poll, so that partitions emptied by the next releases need none. True if it
+        asked."""
+        need = self._runs[self._heap[0][-1]][0][1]
+        consumer, known = self.consumer, self._known_end
+
+        def behind(p) -> bool:  # or not known yet: no fetch response parsed
+            hw = consumer.highwater(p)
+            return hw is None or consumer.position(p) < max(hw, known[p])
+
+        if any(behind(p) for p in self._empty if self._confirmed[p] < need):
+            return False
+        polls = self._polls  # the answer is newer than every record polled so far
+        asked = [p for p in self.partitions if self._confirmed[p] < polls and not behind(p)]
+        try:
+            ends = consumer.end_offsets(asked, timeout_ms=max(1, int(timeout * 1000)))
+        except KafkaError as exc:  # a broker away: keep polling, max_wait bounds the wait
+            log.debug("end offsets of %s: %r", asked, exc)
+            return False
+        for p in asked:
+            end = ends.get(p)
+            if end is None:
+                continue
+            known[p] = max(known[p], end)
+            if consumer.position(p) >= end:
+                self._confirmed[p] = polls
+        self._floor = None
+        return True
+
+    def _stall(self) -> None:
+        """Stop waiting: every empty partition counts as caught up for what is buffered."""
+        for p in self._empty:
+            self._confirmed[p] = max(self._confirmed[p], self._polls)
+        self._floor = None
+        self.stalls += 1
 
     def next(self, timeout: float):
         deadline = time.monotonic() + timeout
         while True:
-            if self._waiting and self._heap:
+            if self._heap:
+                if self._free():
+                    return self._release()
+                remaining = max(deadline - time.monotonic(), 0.05)
+                if self._confirm(min(remaining, 1.0)) and self._free():
+                    return self._release()
                 now = time.monotonic()
                 if self._wait_started is None:
                     self._wait_started = now
                 elif now - self._wait_started > self.max_wait:
-                    self._waiting.clear()
-                    self.stalls += 1
-            if not self._waiting and self._heap:
-                return self._release()
+                    self._stall()
+                    continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -255,23 +378,29 @@ class OrderedMerge:
             self._poll(min(remaining, 0.05 if self._heap else 0.2))
 
     def ready(self):
-        """The next ``(rank, record)`` if it can be released without polling, else None
-        (same order as ``next``: a cheap way to drain what is buffered)."""
-        if self._waiting or not self._heap:
+        """The next ``(rank, record)`` if it can be released without asking the broker,
+        else None (same order as ``next``: a cheap way to drain what is buffered)."""
+        if not self._heap or not self._free():
             return None
         return self._release()
 
     def _release(self):
         self._wait_started = None
-        *_, tp = heapq.heappop(self._heap)
+        entry = heapq.heappop(self._heap)
+        tp = entry[-1]
         buf = self._bufs[tp]
         rec = buf.popleft()
+        runs = self._runs[tp]
+        runs[0][0] -= 1
+        if not runs[0][0]:
+            runs.popleft()
         if buf:
             self._push_head(tp)
         else:
-            self._waiting.add(tp)
-            if self._caught_up(tp):
-                self._waiting.discard(tp)
+            self._empty.add(tp)
+            self._floor = None
+        if entry[0] >= 0:
+            self._last[self._unit[tp]] = entry
         return self._rank[tp], rec
 
     def caught_up(self) -> bool:
