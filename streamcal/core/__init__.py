@@ -8,14 +8,27 @@ from streamcal.core.isotonic import (
     venn_abers_bruteforce,
 )
 from streamcal.core.merge import MERGES, SCALAR_MERGES, merge_log, merge_mean, merge_square
+from streamcal.core.multiclass import (
+    SCHEMES,
+    OneVsOne,
+    OneVsRest,
+    TopLabel,
+    couple,
+    venn_abers_multiclass,
+)
 from streamcal.core.store import ScoreStore
 from streamcal.core.ties import group_ties
 
 __all__ = [
     "IsotonicCalibrator",
     "MERGES",
+    "OneVsOne",
+    "OneVsRest",
     "SCALAR_MERGES",
+    "SCHEMES",
     "ScoreStore",
+    "TopLabel",
+    "couple",
     "dir_predict",
     "group_ties",
     "isotonic_calibrator",
@@ -24,4 +37,5 @@ __all__ = [
     "merge_square",
     "venn_abers",
     "venn_abers_bruteforce",
+    "venn_abers_multiclass",
 ]
