@@ -26,14 +26,17 @@ def own_pairs(scheme, S, y, k):
     out = {}
     if scheme is TopLabel:
         top = [int(np.argmax(row)) for row in S]  # argmax: the first on ties
-        out["top"] = ([row[t] for row, t in zip(S, top)], [int(t == c) for t, c in zip(top, y)])
+        out["top"] = (
+            [row[t] for row, t in zip(S, top, strict=True)],
+            [int(t == c) for t, c in zip(top, y, strict=True)],
+        )
     elif scheme is OneVsRest:
         for c in range(k):
             out[c] = ([row[c] for row in S], [int(v == c) for v in y])
     else:
         for i in range(k):
             for j in range(i + 1, k):
-                rows = [(r, v) for r, v in zip(S, y) if v in (i, j)]
+                rows = [(r, v) for r, v in zip(S, y, strict=True) if v in (i, j)]
                 out[(i, j)] = (
                     [r[j] / (r[i] + r[j]) if r[i] + r[j] > 0 else 0.5 for r, _ in rows],
                     [int(v == j) for _, v in rows],
@@ -65,17 +68,19 @@ def test_every_store_equals_the_bruteforce_oracle_on_its_own_pairs(scheme, data)
     y = [c for _, c in objects]
     test = [v / 4 for v in test_row]
     online = scheme(k, backend="python")
-    for row, c in zip(S, y):
+    for row, c in zip(S, y, strict=True):
         online.add(row, c)
     removed = min(n_removed, len(S))  # remove the oldest: the store must forget exactly them
-    for row, c in zip(S[:removed], y[:removed]):
+    for row, c in zip(S[:removed], y[:removed], strict=True):
         online.remove(row, c)
     S, y = S[removed:], y[removed:]
     expected = own_pairs(scheme, S, y, k)
     assert set(online.stores) == set(expected)
     for key, (scores, labels) in expected.items():
         store = online.stores[key]
-        assert sorted(zip(*store.to_arrays())) == sorted(zip(scores, labels))
+        assert sorted(zip(*store.to_arrays(), strict=True)) == sorted(
+            zip(scores, labels, strict=True)
+        )
         if scheme is TopLabel:
             t = test[int(np.argmax(test))]
         elif scheme is OneVsRest:
@@ -114,7 +119,7 @@ def test_online_adds_equal_the_bulk_build_and_state_round_trips():
     p, y = softmax_data(200, 4, seed=1)
     for cls in SCHEMES:
         online = cls(4)
-        for row, c in zip(p, y):
+        for row, c in zip(p, y, strict=True):
             online.add(row, c)
         bulk = cls.from_arrays(p, y, n_classes=4)
         copy = cls.from_state(online.to_state())
