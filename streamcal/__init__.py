@@ -36,6 +36,8 @@ _PUBLIC = {
     # --- learner ---
     "VennAbersClassifier": "streamcal.learner",
     "VennAbersInterval": "streamcal.learner",
+    "VennAbersMultiClassifier": "streamcal.learner",
+    "MulticlassPrediction": "streamcal.learner",
     # --- monitoring ---
     "CalibrationTracker": "streamcal.monitoring",
     "PrometheusExporter": "streamcal.monitoring",
@@ -59,6 +61,8 @@ __all__ = [
     # learner
     "VennAbersClassifier",
     "VennAbersInterval",
+    "VennAbersMultiClassifier",
+    "MulticlassPrediction",
     # monitoring
     "CalibrationTracker",
     "PrometheusExporter",

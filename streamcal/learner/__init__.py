@@ -8,9 +8,17 @@ from streamcal._lazy import lazy_names
 
 _PUBLIC = {
     "MODES": "streamcal.learner.modes",
+    "MulticlassPrediction": "streamcal.learner.multiclassifier",
     "VennAbersClassifier": "streamcal.learner.classifier",
     "VennAbersInterval": "streamcal.learner.interval",
+    "VennAbersMultiClassifier": "streamcal.learner.multiclassifier",
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
-__all__ = ["MODES", "VennAbersClassifier", "VennAbersInterval"]
+__all__ = [
+    "MODES",
+    "MulticlassPrediction",
+    "VennAbersClassifier",
+    "VennAbersInterval",
+    "VennAbersMultiClassifier",
+]
