@@ -204,3 +204,26 @@ def test_binary_classifier_is_untouched_by_a_multiclass_one():
     for x, y in both:
         multi.learn_one(x, y)
     assert sorted(multi.predict_proba_one(both[0][0])) == [False, True]
+
+
+@pytest.mark.slow
+def test_benchmark_quick_run_prints_its_tables():
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "multiclass.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    assert "### Prequential quality" in out and "### Cost per event at K = 7" in out
+    assert "### Batch anchor" in out
+    quality = [line for line in out.splitlines() if line.startswith("| segments | shuffled")]
+    assert len(quality) == len(MODELS) * len(SCHEMES)
+    assert all("| yes |" in line for line in quality)  # the top-label band holds
