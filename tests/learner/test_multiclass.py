@@ -151,14 +151,19 @@ def test_classes_the_model_knows_before_any_label_are_included():
 
 
 def run(clf, stream):
-    """Per prediction: top-label (p0, p1, right?) and each class's one-vs-rest pair."""
+    """Per prediction: top-label (p0, p1, right?) and each class's one-vs-rest pair (or,
+    one-vs-one, each pair's, over the objects labelled with one of its two classes)."""
     top, per_class = [], {}
     for x, y in stream:
         pred = clf.predict_interval_one(x)
         if pred is not None:
             top.append((pred.p0, pred.p1, float(pred.label == y)))
             for c, (p0, p1) in pred.intervals.items():
-                per_class.setdefault(c, []).append((p0, p1, float(c == y)))
+                if isinstance(c, tuple):  # one-vs-one: "y is c[1]", among objects of c[0] or c[1]
+                    if y in c:
+                        per_class.setdefault(c, []).append((p0, p1, float(y == c[1])))
+                else:
+                    per_class.setdefault(c, []).append((p0, p1, float(c == y)))
         clf.learn_one(x, y)
     return np.array(top), {c: np.array(v) for c, v in per_class.items()}
 
