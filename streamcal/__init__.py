@@ -39,6 +39,8 @@ _PUBLIC = {
     "FieldScore": "streamcal.learner",
     "VennAbersClassifier": "streamcal.learner",
     "VennAbersInterval": "streamcal.learner",
+    "VennAbersMultiClassifier": "streamcal.learner",
+    "MulticlassPrediction": "streamcal.learner",
     # --- monitoring ---
     "CalibrationTracker": "streamcal.monitoring",
     "PrometheusExporter": "streamcal.monitoring",
@@ -65,6 +67,8 @@ __all__ = [
     "FieldScore",
     "VennAbersClassifier",
     "VennAbersInterval",
+    "VennAbersMultiClassifier",
+    "MulticlassPrediction",
     # monitoring
     "CalibrationTracker",
     "PrometheusExporter",

@@ -8,6 +8,14 @@ from streamcal.core.isotonic import (
     venn_abers_bruteforce,
 )
 from streamcal.core.merge import MERGES, SCALAR_MERGES, merge_log, merge_mean, merge_square
+from streamcal.core.multiclass import (
+    SCHEMES,
+    OneVsOne,
+    OneVsRest,
+    TopLabel,
+    couple,
+    venn_abers_multiclass,
+)
 from streamcal.core.protector import Protector, protect_batch
 from streamcal.core.store import ScoreStore
 from streamcal.core.ties import group_ties
@@ -15,9 +23,14 @@ from streamcal.core.ties import group_ties
 __all__ = [
     "IsotonicCalibrator",
     "MERGES",
+    "OneVsOne",
+    "OneVsRest",
     "SCALAR_MERGES",
     "Protector",
+    "SCHEMES",
     "ScoreStore",
+    "TopLabel",
+    "couple",
     "dir_predict",
     "group_ties",
     "isotonic_calibrator",
@@ -27,4 +40,5 @@ __all__ = [
     "protect_batch",
     "venn_abers",
     "venn_abers_bruteforce",
+    "venn_abers_multiclass",
 ]

@@ -9,9 +9,18 @@ from streamcal._lazy import lazy_names
 _PUBLIC = {
     "FieldScore": "streamcal.learner.field_score",
     "MODES": "streamcal.learner.modes",
+    "MulticlassPrediction": "streamcal.learner.multiclassifier",
     "VennAbersClassifier": "streamcal.learner.classifier",
     "VennAbersInterval": "streamcal.learner.interval",
+    "VennAbersMultiClassifier": "streamcal.learner.multiclassifier",
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
-__all__ = ["FieldScore", "MODES", "VennAbersClassifier", "VennAbersInterval"]
+__all__ = [
+    "FieldScore",
+    "MODES",
+    "MulticlassPrediction",
+    "VennAbersClassifier",
+    "VennAbersInterval",
+    "VennAbersMultiClassifier",
+]

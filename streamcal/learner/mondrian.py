@@ -127,6 +127,11 @@ class MondrianVennAbers(OrdersFeatures):
     (0.0, 1.0)
     """
 
+    # What a subclass (the multiclass one) changes: the pre-trained category's class, and
+    # the label the model learns for a stored label (binary: 0/1 stored, bool learned).
+    _category_type = _Category
+    _model_label = staticmethod(bool)
+
     def __init__(
         self,
         model,
@@ -157,7 +162,7 @@ class MondrianVennAbers(OrdersFeatures):
 
     def _new_state(self):
         if self.mode == "pretrained":
-            return _Category(self)
+            return self._category_type(self)
         if self.mode == "sva":
             return SimplifiedVennAbers(self.model, self.window, self.refresh_every)
         return VennAbers(self.model, self.window)
@@ -217,7 +222,7 @@ class MondrianVennAbers(OrdersFeatures):
             st.n_learned += max(0, k)
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
         for _, xo, yo in self.waiting:
-            self.model.learn_one(xo, bool(yo))
+            self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += len(self.waiting)
         self.waiting = []
         scores, labels = [], []
@@ -260,7 +265,7 @@ class MondrianVennAbers(OrdersFeatures):
         self = cls(model, **settings)
         for c, st_state in state["categories"]:
             if self.mode == "pretrained":
-                st = _Category.from_state(st_state, owner=self)
+                st = self._category_type.from_state(st_state, owner=self)
             elif self.mode == "sva":
                 st = SimplifiedVennAbers.from_state(st_state, model=model)
             else:

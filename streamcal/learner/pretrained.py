@@ -50,6 +50,9 @@ class PretrainedVennAbers(CalibrationWindow):
     ([1, 1, 2, 2, 3, 2, 3, 4, 2, 3, 4, 2], 10)
     """
 
+    # the label the model learns for a stored one (binary: 0/1 stored, bool learned)
+    _model_label = staticmethod(bool)
+
     def __init__(self, model, window: int, refresh_every: int):
         super().__init__(model, window, refresh_every)
         self.calibration: deque = deque()  # (features, label, score), oldest first
@@ -107,7 +110,7 @@ class PretrainedVennAbers(CalibrationWindow):
     def _refresh(self, k: int) -> None:
         for _ in range(k):
             xo, yo, _ = self.calibration.popleft()
-            self.model.learn_one(xo, bool(yo))
+            self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += k
         self.rescore()
 

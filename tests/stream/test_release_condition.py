@@ -9,8 +9,8 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streamcal.stream.kafka.ordering import OrderedMerge
 
+from streamcal.stream.kafka.ordering import OrderedMerge
 from tests._fakes import TP, LiveConsumer, Record
 
 TOPICS = ("ev", "lab")

@@ -1,0 +1,222 @@
+"""The pre-trained mode for multiclass models: the binary mode's window and cut, with a
+score vector per object and the multiclass stores of ``streamcal.core.multiclass``.
+
+Everything that makes the binary pre-trained mode a Venn predictor carries over: the
+model learns an object only once it has left the calibration set, in batches, and the
+set is rescored after each batch (``streamcal.learner.pretrained``). What changes:
+
+* an object's score is the model's probability of every class known so far (a class
+  the model does not return has score 0), in the order the classes were first seen;
+* the label is that order's index; the model learns the label itself;
+* the store is a ``Stores``: the top-label store, always (it calibrates the predicted
+  class), and the chosen scheme's stores.
+
+Classes that first appear mid-stream: a class enters ``Classes`` when a label or the
+model's output first names it. The stores are then rebuilt from the calibration set with
+one more class. The objects already there count as not of that class (for one-vs-rest)
+with the score the model gave it, 0 if it did not know it: exactly what the stores
+would hold had the class been known from the start, so validity is kept.
+
+Mondrian (``by``) reuses ``streamcal.learner.mondrian``: ``MulticlassMondrian`` only
+swaps the category's class and the label the model learns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from streamcal.core.multiclass import TopLabel, scheme_class
+from streamcal.learner.mondrian import _FROM_X, MondrianVennAbers, _Category, category_of
+from streamcal.learner.pretrained import PretrainedVennAbers
+
+__all__ = ["Classes", "MulticlassMondrian", "MulticlassPretrained", "Stores", "score_vector"]
+
+
+class Classes:
+    """The classes seen so far, in order of first appearance: label <-> index.
+
+    >>> c = Classes()
+    >>> c.index("cat"), c.index("dog"), c.index("cat"), c.labels
+    (0, 1, 0, ['cat', 'dog'])
+    """
+
+    def __init__(self, labels=()):
+        self.labels: list = []
+        self._index: dict = {}
+        for label in labels:
+            self.index(label)
+
+    def index(self, label) -> int:
+        """The index of ``label``, registering it if it is new (``TypeError`` if unhashable)."""
+        i = self._index.get(label)
+        if i is None:
+            try:
+                hash(label)
+            except TypeError:
+                raise TypeError(f"a class label must be hashable, got {label!r}") from None
+            i = self._index[label] = len(self.labels)
+            self.labels.append(label)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def score_vector(model, x, classes: Classes) -> tuple[float, ...]:
+    """The model's probability of each known class for ``x`` (canonical), 0 for a class it
+    does not return; a class it returns that is new is registered first."""
+    proba = model.predict_proba_one(x)
+    index = classes._index
+    for c in proba:
+        if c not in index:
+            classes.index(c)
+    s = tuple(float(proba.get(c, 0.0)) for c in classes.labels)
+    for v in s:
+        if not math.isfinite(v):
+            raise ValueError(f"the wrapped model returned a probability {v!r}, not finite")
+    return s
+
+
+class Stores:
+    """The top-label store and the scheme's stores, over the same objects.
+
+    >>> st = Stores("one-vs-rest", 2, [(0.8, 0.2), (0.3, 0.7)], [0, 1])
+    >>> st.top.query((0.6, 0.4)), len(st.rest.stores)
+    ((0, 0.0, 1.0), 2)
+    """
+
+    def __init__(self, scheme: str, n_classes: int, scores=(), labels=()):
+        self.scheme, self.n_classes = scheme, n_classes
+        self.top = TopLabel.from_arrays(scores, labels, n_classes)
+        rest = None if scheme == "top-label" else scheme_class(scheme)
+        self.rest = None if rest is None else rest.from_arrays(scores, labels, n_classes)
+
+    def add(self, s, y: int) -> None:
+        self.top.add(s, y)
+        if self.rest is not None:
+            self.rest.add(s, y)
+
+    def remove(self, s, y: int) -> None:
+        self.top.remove(s, y)
+        if self.rest is not None:
+            self.rest.remove(s, y)
+
+
+class _MulticlassWindow:
+    """What the multiclass pre-trained states change in ``PretrainedVennAbers``."""
+
+    scheme: str
+    classes: Classes
+
+    def _stores(self, items=()) -> Stores:
+        items = list(items)
+        return Stores(self.scheme, len(self.classes), [c[2] for c in items], [c[1] for c in items])
+
+    def _model_label(self, y: int):
+        return self.classes.labels[y]
+
+    def _score(self, x):
+        cache = self._cache
+        if cache is not None and cache[1] == self.version and cache[0] == x:
+            return cache[0], cache[2]
+        cx = self._order.canonical(x)
+        s = score_vector(self.model, cx, self.classes)
+        self._cache = (cx, self.version, s)
+        return cx, s
+
+    def _grown(self) -> None:
+        if self.store.n_classes < len(self.classes):  # a new class: rebuild (see the module)
+            self.store = self._stores(self.calibration)
+
+    def predict(self, x):
+        """(score vector, the ``Stores`` that answer it)."""
+        s = self._score(x)[1]
+        self._grown()
+        return s, self.store
+
+    def learn(self, x, y: int) -> None:
+        self._score(x)  # registers the classes the model knows before the stores grow
+        self._grown()
+        super().learn(x, y)
+
+    def _rescored(self, items) -> deque:
+        rescored = deque((c[0], c[1], score_vector(self.model, c[0], self.classes)) for c in items)
+        self.store = self._stores(rescored)
+        return rescored
+
+    def _window_state(self, **own) -> dict:
+        # the stores are rebuilt from the calibration set, which holds every score
+        return {"window": self.window, "refresh_every": self.refresh_every, **own}
+
+    def _restore(self, state: dict) -> None:
+        self.calibration = deque((c[0], c[1], tuple(c[2])) for c in state["calibration"])
+        self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
+        self.version = state["version"]
+        self.store = self._stores(self.calibration)
+
+
+class MulticlassPretrained(_MulticlassWindow, PretrainedVennAbers):
+    """The pre-trained mode over a multiclass model (see the module docstring).
+
+    >>> from river import naive_bayes
+    >>> va = MulticlassPretrained(naive_bayes.GaussianNB(), 4, 4, "one-vs-one", Classes())
+    >>> for i in range(9):
+    ...     va.learn({"a": float(i % 3)}, va.classes.index("abc"[i % 3]))
+    >>> va.calibration_size, va.n_learned, len(va.store.rest.stores)
+    (5, 4, 3)
+    """
+
+    def __init__(self, model, window: int, refresh_every: int, scheme: str, classes: Classes):
+        super().__init__(model, window, refresh_every)
+        self.scheme, self.classes = scheme, classes
+        self.store = self._stores()
+
+    @classmethod
+    def from_state(cls, state: dict, *, model, scheme: str, classes: Classes):
+        """The mode object ``to_state`` described, scoring with ``model``."""
+        self = cls(model, state["window"], state["refresh_every"], scheme, classes)
+        self._restore(state)
+        return self
+
+
+class _MulticlassCategory(_MulticlassWindow, _Category):
+    """One category of ``MulticlassMondrian``."""
+
+    def __init__(self, owner: MulticlassMondrian):
+        super().__init__(owner)
+        self.scheme, self.classes = owner.scheme, owner.classes
+        self.store = self._stores()
+
+    @classmethod
+    def from_state(cls, state: dict, *, owner: MulticlassMondrian):
+        self = cls(owner)
+        self._restore(state)
+        self.positions = deque(state["positions"])
+        return self
+
+
+class MulticlassMondrian(MondrianVennAbers):
+    """Mondrian calibration of the multiclass pre-trained mode (``mode="pretrained"``,
+    no fallback): one calibration set per category, one shared model."""
+
+    _category_type = _MulticlassCategory
+
+    def __init__(self, model, *, scheme: str, classes: Classes, **settings):
+        self.scheme, self.classes = scheme, classes
+        super().__init__(model, **settings)
+
+    def _model_label(self, y: int):
+        return self.classes.labels[y]
+
+    def predict(self, x, category=_FROM_X):
+        c = category_of(self.by, x) if category is _FROM_X else category
+        if c in self.categories:
+            return super().predict(x, c)
+        s = score_vector(self.model, self._order.canonical(x), self.classes)
+        return s, Stores(self.scheme, len(self.classes))  # no pairs yet: (0, 1) everywhere
+
+    @classmethod
+    def from_state(cls, state: dict, *, model, scheme: str, classes: Classes, **settings):
+        """The object ``to_state`` described (see ``MondrianVennAbers.from_state``)."""
+        return super().from_state(state, model=model, scheme=scheme, classes=classes, **settings)

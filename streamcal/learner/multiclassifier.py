@@ -1,0 +1,324 @@
+"""VennAbersMultiClassifier: calibrated class probabilities for river multiclass models."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Iterator
+
+from river import base
+
+from streamcal.core import SCALAR_MERGES
+from streamcal.core.multiclass import scheme_class
+from streamcal.learner.modes import DEFAULT_MODE
+from streamcal.learner.multiclass import Classes, MulticlassMondrian, MulticlassPretrained
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    DEFAULT_MERGE,
+    DEFAULT_WINDOW,
+    ClassifierSettings,
+)
+
+__all__ = ["DEFAULT_SCHEME", "MulticlassPrediction", "VennAbersMultiClassifier"]
+
+DEFAULT_SCHEME = "one-vs-rest"  # a guaranteed (p0, p1) per class, at K stores (see below)
+
+
+@dataclasses.dataclass(frozen=True)
+class MulticlassPrediction:
+    """A multiclass Venn-Abers prediction for one object: plain data.
+
+    Parameters
+    ----------
+    label
+        The predicted class: the model's highest-scoring class (the first seen on ties).
+    p0, p1
+        The top-label pair: Venn-Abers probabilities that ``label`` is right. Under
+        exchangeability one of them is calibrated: over many predictions, the mean of
+        p0 <= accuracy <= the mean of p1, within sampling error.
+    p
+        Their merge: ``proba[label]``.
+    proba
+        A probability for every class seen so far, summing to 1 (see the classifier).
+    intervals
+        The scheme's pairs: one-vs-rest, ``{class: (p0, p1)}`` of "the label is that
+        class"; one-vs-one, ``{(a, b): (p0, p1)}`` of "the label is b, given a or b"
+        (a before b in order of first appearance); top-label, ``{}``.
+    scores
+        The wrapped model's probability of each class (0 for one it does not return).
+    """
+
+    label: object
+    p0: float
+    p1: float
+    p: float
+    proba: dict
+    intervals: dict
+    scores: dict
+
+    def as_dict(self) -> dict:
+        """The prediction as a dict (``dataclasses.asdict``)."""
+        return dataclasses.asdict(self)
+
+
+class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
+    """Venn-Abers calibration of a river multiclass classifier, online and prequential.
+
+    The usual loop: ``predict_proba_one(x)``, then ``learn_one(x, y)`` when the label
+    comes. Labels are any hashable values; a class may first appear at any time.
+
+    A sibling of ``VennAbersClassifier`` rather than one class for both: the binary
+    classifier's outputs (``{False, True}``, one pair), its state and its speed stay as
+    they are, and a multiclass prediction has another shape (``MulticlassPrediction``).
+
+    What ``predict_proba_one`` returns: the predicted class (the model's top class) gets
+    the **top-label** probability, the merge of a Venn-Abers pair for "the predicted class
+    is right" (Johansson, Lofstrom & Bostrom 2021), so the number most consumers act on
+    carries the Venn guarantee. The other classes share the rest in the proportions of
+    the scheme's vector (one-vs-rest: normalised per-class merges; one-vs-one: coupled
+    pairwise merges; top-label: the model's own probabilities). A normalised one-vs-rest
+    or coupled vector alone does not make its largest entry calibrated, hence this
+    combination. ``predict_one`` returns the predicted class, which can differ from the
+    argmax of the vector when its calibrated probability falls below another class's.
+
+    Parameters
+    ----------
+    model
+        A river multiclass classifier (or a pipeline ending in one). Its scores are its
+        ``predict_proba_one(x)``; a class it does not return has score 0.
+    scheme
+        ``"one-vs-rest"`` (default): K stores, each a Venn-Abers predictor of "the label
+        is k", so every class has its own guaranteed (p0, p1); a label costs K + 1 store
+        insertions and a prediction K + 1 queries. ``"one-vs-one"``: K(K-1)/2 stores of
+        pairs (a label updates K - 1, a prediction reads all), coupled as venn-abers
+        does; the pairs are conditional ("given a or b") and less useful to act on, and
+        it costs more. ``"top-label"``: the top-label store only, cheapest; no per-class
+        pairs. The default gives a guaranteed pair for every class at a cost linear in K.
+    mode
+        Only ``"pretrained"`` (the valid default of ``VennAbersClassifier``, see there):
+        the model learns an object only after it has left the calibration set. ``"sva"``
+        and ``"va"`` are refused: "sva" has no guarantee, and "va" would retrain and
+        rescore the window once per hypothetical label, K times, for every prediction.
+    merge, window, refresh_every
+        As in ``VennAbersClassifier`` (the merge applies to every pair).
+    by, max_categories
+        Mondrian calibration as in ``VennAbersClassifier``: a feature name or a function
+        of ``x``; every category has its own stores, the model is shared. The pooled
+        fallback is not offered.
+
+    Examples
+    --------
+
+    >>> from river import datasets, metrics, naive_bayes
+    >>> from streamcal import VennAbersMultiClassifier
+
+    >>> bare = naive_bayes.GaussianNB()
+    >>> model = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=300)
+    >>> bare_loss, calibrated_loss = metrics.CrossEntropy(), metrics.CrossEntropy()
+    >>> for x, y in datasets.ImageSegments():
+    ...     bare_loss.update(y, bare.predict_proba_one(x))
+    ...     calibrated_loss.update(y, model.predict_proba_one(x))
+    ...     bare.learn_one(x, y)
+    ...     model.learn_one(x, y)
+    >>> round(bare_loss.get(), 2), round(calibrated_loss.get(), 2)
+    (2.98, 0.62)
+
+    ``predict_interval_one`` gives the top-label pair and the per-class pairs:
+
+    >>> pred = model.predict_interval_one(x)
+    >>> pred.label, pred.p0 <= pred.p <= pred.p1, sorted(pred.intervals) == sorted(pred.proba)
+    ('window', True, True)
+    """
+
+    def __init__(
+        self,
+        model: base.Classifier,
+        scheme: str = DEFAULT_SCHEME,
+        mode: str = DEFAULT_MODE,
+        merge: str = DEFAULT_MERGE,
+        window: int = DEFAULT_WINDOW,
+        refresh_every: int | None = None,
+        by=None,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
+    ):
+        if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
+            raise TypeError(f"model must be a river classifier, got {model!r}")
+        scheme_class(scheme)  # checks the name
+        settings = ClassifierSettings(
+            mode=mode,
+            merge=merge,
+            window=window,
+            refresh_every=refresh_every,
+            by=by,
+            max_categories=max_categories,
+        )
+        if mode != "pretrained":
+            raise ValueError(
+                f"mode {mode!r} is not offered for multiclass models: only 'pretrained' "
+                "(see VennAbersMultiClassifier's docstring)"
+            )
+        self.model = model
+        self.scheme = scheme
+        self.mode = mode
+        self.merge = merge
+        self.window = window
+        self.refresh_every = refresh_every
+        self.by = by
+        self.max_categories = max_categories
+        self.classes = Classes()
+        self._state = self._new_state(settings)
+
+    def _new_state(self, settings: ClassifierSettings, state: dict | None = None):
+        common = {"scheme": self.scheme, "classes": self.classes}
+        if self.by is None:
+            if state is not None:
+                return MulticlassPretrained.from_state(state, model=self.model, **common)
+            return MulticlassPretrained(
+                self.model, settings.window, settings.refresh_period, **common
+            )
+        mondrian = {
+            "mode": "pretrained",
+            "window": settings.window,
+            "refresh_every": settings.refresh_period,
+            "by": self.by,
+            "max_categories": self.max_categories,
+            **common,
+        }
+        if state is not None:
+            return MulticlassMondrian.from_state(state, model=self.model, **mondrian)
+        return MulticlassMondrian(self.model, **mondrian)
+
+    @property
+    def _wrapped_model(self):
+        return self.model
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict]:
+        from river import naive_bayes
+
+        yield {"model": naive_bayes.GaussianNB(), "window": 50}
+
+    @property
+    def calibration_size(self) -> int:
+        """Number of labelled objects in the calibration set right now (all categories')."""
+        return self._state.calibration_size
+
+    def _category(self, kwargs) -> tuple:
+        if "category" not in kwargs:
+            return ()
+        if self.by is None:
+            raise ValueError("category= is for a Mondrian classifier (by=...)")
+        return (kwargs["category"],)
+
+    def _vector(self, s, stores) -> tuple[int, float, float, list[float]]:
+        """(predicted index, top-label p0, p1, probability of every class)."""
+        k_all = len(self.classes)
+        k, p0, p1 = stores.top.query(s)
+        if k_all <= 1:
+            return k, p0, p1, [1.0] * k_all
+        merge = SCALAR_MERGES[self.merge]
+        p_top = merge(p0, p1)
+        if stores.rest is not None:
+            shape = stores.rest.proba(s, self.merge)
+        else:
+            shape = list(s) + [0.0] * (k_all - len(s))
+        shape[k] = 0.0  # summed without it: sum - shape[k] would cancel digits away
+        rest = sum(shape)
+        if rest > 0:
+            f = (1.0 - p_top) / rest
+            shape = [v * f for v in shape]
+        else:  # nothing to share by: spread evenly
+            shape = [(1.0 - p_top) / (k_all - 1)] * k_all
+        shape[k] = p_top
+        return k, p0, p1, shape
+
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        s, stores = self._state.predict(x, *self._category(kwargs))
+        return dict(zip(self.classes.labels, self._vector(s, stores)[3], strict=True))
+
+    def predict_one(self, x: dict, **kwargs):
+        """The predicted class (the model's top class), None before any class is known."""
+        s, stores = self._state.predict(x, *self._category(kwargs))
+        if not self.classes.labels:
+            return None
+        return self.classes.labels[stores.top.query(s)[0]]
+
+    def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
+        """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
+        s, stores = self._state.predict(x, *self._category(kwargs))
+        labels = self.classes.labels
+        if not labels:
+            return None
+        k, p0, p1, proba = self._vector(s, stores)
+        intervals = {}
+        if stores.scheme == "one-vs-rest":
+            intervals = dict(zip(labels, stores.rest.intervals(s), strict=True))
+        elif stores.scheme == "one-vs-one":
+            pairs = stores.rest.intervals(s)
+            intervals = {(labels[i], labels[j]): pair for (i, j), pair in pairs.items()}
+        scores = list(s) + [0.0] * (len(labels) - len(s))
+        return MulticlassPrediction(
+            label=labels[k],
+            p0=p0,
+            p1=p1,
+            p=proba[k],
+            proba=dict(zip(labels, proba, strict=True)),
+            intervals=intervals,
+            scores=dict(zip(labels, scores, strict=True)),
+        )
+
+    def learn_one(self, x: dict, y, **kwargs) -> None:
+        self._state.learn(x, self.classes.index(y), *self._category(kwargs))
+
+    def to_state(self) -> dict:
+        """The classifier as plain data: settings, the classes in order, the river model's
+        own pickle and the mode's state. ``from_state`` rebuilds it.
+
+        >>> from river import naive_bayes
+        >>> clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=3)
+        >>> for i in range(8):
+        ...     clf.learn_one({"a": float(i % 3)}, "xyz"[i % 3])
+        >>> copy = VennAbersMultiClassifier.from_state(clf.to_state())
+        >>> copy.predict_interval_one({"a": 1.0}) == clf.predict_interval_one({"a": 1.0})
+        True
+        """
+        return {
+            "scheme": self.scheme,
+            "mode": self.mode,
+            "merge": self.merge,
+            "window": self.window,
+            "refresh_every": self.refresh_every,
+            "by": None if callable(self.by) else self.by,
+            "mondrian": self.by is not None,
+            "max_categories": self.max_categories,
+            "classes": list(self.classes.labels),
+            "model": pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL),
+            "mode_state": self._state.to_state(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, *, by=None) -> VennAbersMultiClassifier:
+        """The classifier ``to_state`` described (unpickles the model: trusted input only).
+        A callable ``by`` is not plain data: pass it again as ``by=``."""
+        if state["mondrian"]:
+            by = state["by"] if by is None else by
+            if by is None:
+                raise ValueError("this classifier was saved with a callable by: pass it as by=")
+        clf = cls(
+            pickle.loads(state["model"]),
+            scheme=state["scheme"],
+            mode=state["mode"],
+            merge=state["merge"],
+            window=state["window"],
+            refresh_every=state["refresh_every"],
+            by=by if state["mondrian"] else None,
+            max_categories=state["max_categories"],
+        )
+        clf.classes = Classes(state["classes"])
+        settings = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every, by=clf.by)
+        clf._state = clf._new_state(settings, state["mode_state"])
+        return clf
