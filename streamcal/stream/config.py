@@ -137,7 +137,9 @@ class ProcessorConfig:
     # --- model ---
     model: str = _opt(
         DEFAULT_MODEL,
-        f"scoring model: {describe_presets()}, or module:function returning a river classifier",
+        f"scoring model: {describe_presets()}, module:function returning a river classifier, "
+        "or score:FIELD to calibrate a probability an upstream model put in the feature "
+        "FIELD of each event (it must not learn from these labels; see docs/processor.md)",
         "model",
     )
     mode: str | None = _opt(

@@ -284,11 +284,15 @@ class CalibrationUnit:
         if eid in self.events_awaiting_label or self.recent.get(eid) is not None:
             self._dead(rec, f"duplicate event id {eid!r}")
             return
+        try:
+            if self._by is None:
+                iv = self.clf.predict_interval_one(ev.x)
+            else:  # the event's category, read at decoding (a feature, or a top-level field)
+                iv = self.clf.predict_interval_one(ev.x, category=ev.category)
+        except Exception as exc:  # noqa: BLE001 - e.g. score:FIELD without the field
+            self._dead(rec, f"model could not score event {eid!r}: {exc}")
+            return
         self._advance(rec.timestamp)
-        if self._by is None:
-            iv = self.clf.predict_interval_one(ev.x)
-        else:  # the event's category, read at decoding (a feature, or a top-level field)
-            iv = self.clf.predict_interval_one(ev.x, category=ev.category)
         p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
         out = {
             "id": eid,
