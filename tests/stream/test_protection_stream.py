@@ -122,7 +122,8 @@ def test_protector_learns_the_given_p_with_late_missing_and_out_of_order_labels(
     # ... and it recovers from the shift faster than p (labels of the 300 events after it)
     after = [(preds[e], y) for kind, (e, *ys) in items if kind == "l"
              and SHIFT <= int(e[1:]) < SHIFT + 300 for y in ys]  # fmt: skip
-    loss = {k: sum(-math.log(v[k] if y else 1 - v[k]) for v, y in after) for k in ("p", "p_protected")}
+    loss = {k: sum(-math.log(v[k] if y else 1 - v[k]) for v, y in after)
+            for k in ("p", "p_protected")}  # fmt: skip
     assert loss["p_protected"] < 0.9 * loss["p"], loss
 
 
