@@ -272,3 +272,26 @@ def test_kill_9_and_restart_give_the_uninterrupted_p_protected_and_alarm(
         assert got.setdefault(r.key, v) == v, f"re-emitted prediction differs {note}"
     assert len(want) == n and got == want, note
     assert all("p_protected" in v for v in want.values())
+
+
+@pytest.mark.kafka
+def test_demo_with_a_shift_shows_the_alarm_and_the_protected_loss(
+    kafka_broker, unique_topics, tmp_path, capsys
+):
+    from streamcal.cli import main
+    from streamcal.monitoring.report import PROTECTION_FIGURE
+
+    argv = ["demo", "--bootstrap-servers", kafka_broker, "--topic-prefix",
+            unique_topics["group"], "--dataset", "drift", "--max-idle-s", "1",
+            "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    final = orjson.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    # The concept changes at event 2,500 of 5,000: the alarm comes within tens of labels.
+    assert final["alarm"] == 1 and 2400 < final["alarm_at"] < 2600
+    assert f"calibration alarm: fired at label {final['alarm_at']}" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("log loss")).split()
+    assert float(row[-1]) == pytest.approx(final["protected_log_loss"], abs=5e-5)
+    assert final["protected_log_loss"] < final["log_loss"]
+    html = (tmp_path / "report.html").read_text()
+    assert f'alt="{PROTECTION_FIGURE}"' in html and (tmp_path / PROTECTION_FIGURE).exists()
