@@ -19,6 +19,10 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
 
     python benchmarks/kafka.py              # 200k events (several minutes)
     python benchmarks/kafka.py --quick      # 20k events
+    python benchmarks/kafka.py --quick --protection-only   # with and without --protect
+
+`streamcal run` protects its predictions by default (--protect); every full run also
+times `streamcal run --no-protect` beside it (target: protected >= 0.95x unprotected).
 
 CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
@@ -386,6 +390,33 @@ def logic_split(n: int) -> list[tuple[str, float]]:
     ]
 
 
+def protection_runs(bs, topics, n, every, repeat: int) -> None:
+    """``streamcal run`` with and without protection, alternating; prints the table."""
+    runs: dict = {"--protect": [], "--no-protect": []}
+    tag = topics["group"]
+    for rep in range(repeat):
+        for flag, results in runs.items():
+            topics = {**topics, "predictions": f"{tag}.predictions{flag}-{rep}",
+                      "group": f"{tag}{flag}-{rep}"}  # fmt: skip
+            results.append(run_streamcal(bs, topics, n, every, [flag]))
+            print(f"streamcal run {flag}: {results[-1][0]:,.0f} events/s", flush=True)
+    print()
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback;"
+          f" best of {repeat} alternating runs")  # fmt: skip
+    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    best = {}
+    for flag, results in runs.items():
+        best[flag] = max(r for r, _, _ in results)
+        cpu = min(c for _, c, _ in results)
+        print(f"{'streamcal run ' + flag:28s} {best[flag]:10,.0f} {1e6 * cpu:13,.0f}")
+    ratio = best["--protect"] / best["--no-protect"]
+    print(f"ratio protected / --no-protect: {ratio:.2f} events/s (target >= 0.95)")
+    final = runs["--protect"][-1][2]
+    print(f"final (protected): log_loss={final['log_loss']:.4f} "
+          f"protected_log_loss={final['protected_log_loss']:.4f} "
+          f"log_martingale={final['log_martingale']:.2f} alarm={final['alarm']}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -398,6 +429,12 @@ def main() -> None:
         default=50.0,
         help="CPU µs per event of the control loop: the bare loop plus this much busy work "
         "(about the processor's own work without Kafka; 0: no control run)",
+    )
+    ap.add_argument(
+        "--protection-only",
+        action="store_true",
+        help="only streamcal run with and without --protect, alternating (no bare loop, "
+        "control or CPU split)",
     )
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
@@ -416,7 +453,10 @@ def main() -> None:
         produce_input(bs, topics["events"], topics["labels"], n)
         print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
 
-        bare, sc, thread, busy = [], [], [], []
+        if args.protection_only:
+            protection_runs(bs, topics, n, every, args.repeat)
+            return
+        bare, sc, thread, busy, unprotected = [], [], [], [], []
         tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run
         for rep in range(args.repeat):  # alternate, so both see the same background load
             topics["bare_out"] = f"bench-{tag}.bare-out-{rep}"
@@ -434,6 +474,10 @@ def main() -> None:
             sc.append(run_streamcal(bs, topics, n, every))
             tansu["streamcal"].append(broker_cpu(broker.pid) - b0)
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
+            topics["predictions"] = f"bench-{tag}.predictions-unprotected-{rep}"
+            topics["group"] = f"bench-{tag}-unprotected-{rep}"
+            unprotected.append(run_streamcal(bs, topics, n, every, ["--no-protect"]))
+            print(f"streamcal run --no-protect: {unprotected[-1][0]:,.0f} events/s", flush=True)
             topics["predictions"] = f"bench-{tag}.predictions-thread-{rep}"
             topics["group"] = f"bench-{tag}-thread-{rep}"
             thread.append(run_streamcal(bs, topics, n, every, ["--no-producer-process"]))
@@ -462,10 +506,14 @@ def main() -> None:
     th_rate, th_cpu = max(r for r, _, _ in thread), min(c for _, c, _ in thread)
     label = "  --no-producer-process"
     print(f"{label:28s} {th_rate:10,.0f} {1e6 * th_cpu:13,.0f}")
+    up_rate, up_cpu = max(r for r, _, _ in unprotected), min(c for _, c, _ in unprotected)
+    label = "  --no-protect"
+    print(f"{label:28s} {up_rate:10,.0f} {1e6 * up_cpu:13,.0f}")
     print(f"the broker's CPU per event (µs): {1e6 * min(tansu['bare']) / n:.0f} during the bare "
           f"loop, {1e6 * min(tansu['streamcal']) / n:.0f} during streamcal run")  # fmt: skip
     print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
+    print(f"ratio protected / --no-protect: {sc_rate / up_rate:.2f} events/s (target >= 0.95)")
     if busy:
         print(f"ratio streamcal / (bare + busy work): {sc_rate / busy_rate:.2f} events/s; "
               f"(bare + busy) / bare: {busy_rate / bare_rate:.2f}")  # fmt: skip
