@@ -21,6 +21,10 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
     python benchmarks/kafka.py --quick      # 20k events
     python benchmarks/kafka.py --merge-only --events 50000   # the merge's release
         # condition now vs before issue 20: backlog throughput, live latency
+    python benchmarks/kafka.py --quick --protection-only   # with and without --protect
+
+`streamcal run` protects its predictions by default (--protect); every full run also
+times `streamcal run --no-protect` beside it (target: protected >= 0.95x unprotected).
 
 CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
@@ -423,7 +427,7 @@ def _merge_classes():
 
 
 def _with_merge(cls, fn):
-    from streamcal.stream import ordering
+    from streamcal.stream.kafka import ordering
 
     saved, ordering.OrderedMerge = ordering.OrderedMerge, cls
     try:
@@ -572,6 +576,33 @@ def print_merge(thr: dict, lat: dict, rate: int, seconds: float) -> None:
         print(f"  {name:28s} {k:6d} {p50:6d} {p99:6d} {mx:6d} {asked:10d} {stall:7d}")
 
 
+def protection_runs(bs, topics, n, every, repeat: int) -> None:
+    """``streamcal run`` with and without protection, alternating; prints the table."""
+    runs: dict = {"--protect": [], "--no-protect": []}
+    tag = topics["group"]
+    for rep in range(repeat):
+        for flag, results in runs.items():
+            topics = {**topics, "predictions": f"{tag}.predictions{flag}-{rep}",
+                      "group": f"{tag}{flag}-{rep}"}  # fmt: skip
+            results.append(run_streamcal(bs, topics, n, every, [flag]))
+            print(f"streamcal run {flag}: {results[-1][0]:,.0f} events/s", flush=True)
+    print()
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback;"
+          f" best of {repeat} alternating runs")  # fmt: skip
+    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    best = {}
+    for flag, results in runs.items():
+        best[flag] = max(r for r, _, _ in results)
+        cpu = min(c for _, c, _ in results)
+        print(f"{'streamcal run ' + flag:28s} {best[flag]:10,.0f} {1e6 * cpu:13,.0f}")
+    ratio = best["--protect"] / best["--no-protect"]
+    print(f"ratio protected / --no-protect: {ratio:.2f} events/s (target >= 0.95)")
+    final = runs["--protect"][-1][2]
+    print(f"final (protected): log_loss={final['log_loss']:.4f} "
+          f"protected_log_loss={final['protected_log_loss']:.4f} "
+          f"log_martingale={final['log_martingale']:.2f} alarm={final['alarm']}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -592,6 +623,12 @@ def main() -> None:
     )
     ap.add_argument("--live-rate", type=int, default=500, help="events/s of the latency run")
     ap.add_argument("--live-seconds", type=float, default=10.0, help="length of the latency run")
+    ap.add_argument(
+        "--protection-only",
+        action="store_true",
+        help="only streamcal run with and without --protect, alternating (no bare loop, "
+        "control or CPU split)",
+    )
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -614,7 +651,10 @@ def main() -> None:
             lat = merge_latency(bs, tag, args.live_rate, args.live_seconds, args.repeat)
             print_merge(thr, lat, args.live_rate, args.live_seconds)
             return
-        bare, sc, thread, busy = [], [], [], []
+        if args.protection_only:
+            protection_runs(bs, topics, n, every, args.repeat)
+            return
+        bare, sc, thread, busy, unprotected = [], [], [], [], []
         tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run
         for rep in range(args.repeat):  # alternate, so both see the same background load
             topics["bare_out"] = f"bench-{tag}.bare-out-{rep}"
@@ -632,6 +672,10 @@ def main() -> None:
             sc.append(run_streamcal(bs, topics, n, every))
             tansu["streamcal"].append(broker_cpu(broker.pid) - b0)
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
+            topics["predictions"] = f"bench-{tag}.predictions-unprotected-{rep}"
+            topics["group"] = f"bench-{tag}-unprotected-{rep}"
+            unprotected.append(run_streamcal(bs, topics, n, every, ["--no-protect"]))
+            print(f"streamcal run --no-protect: {unprotected[-1][0]:,.0f} events/s", flush=True)
             topics["predictions"] = f"bench-{tag}.predictions-thread-{rep}"
             topics["group"] = f"bench-{tag}-thread-{rep}"
             thread.append(run_streamcal(bs, topics, n, every, ["--no-producer-process"]))
@@ -660,10 +704,14 @@ def main() -> None:
     th_rate, th_cpu = max(r for r, _, _ in thread), min(c for _, c, _ in thread)
     label = "  --no-producer-process"
     print(f"{label:28s} {th_rate:10,.0f} {1e6 * th_cpu:13,.0f}")
+    up_rate, up_cpu = max(r for r, _, _ in unprotected), min(c for _, c, _ in unprotected)
+    label = "  --no-protect"
+    print(f"{label:28s} {up_rate:10,.0f} {1e6 * up_cpu:13,.0f}")
     print(f"the broker's CPU per event (µs): {1e6 * min(tansu['bare']) / n:.0f} during the bare "
           f"loop, {1e6 * min(tansu['streamcal']) / n:.0f} during streamcal run")  # fmt: skip
     print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
+    print(f"ratio protected / --no-protect: {sc_rate / up_rate:.2f} events/s (target >= 0.95)")
     if busy:
         print(f"ratio streamcal / (bare + busy work): {sc_rate / busy_rate:.2f} events/s; "
               f"(bare + busy) / bare: {busy_rate / bare_rate:.2f}")  # fmt: skip

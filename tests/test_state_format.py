@@ -1,6 +1,7 @@
 """The checkpoint format: checkpoints of the release before the versioned state format
 (tests/data/checkpoint-v0, made by tests/data/make_checkpoint_v0.py) load and resume with
-identical predictions."""
+identical predictions: with --no-protect exactly as before; with --protect (the default)
+the same p, plus p_protected from fresh protectors."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from streamcal.monitoring.schema import PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import CheckpointError, CheckpointStore, seal, unseal
@@ -22,11 +24,12 @@ DATA = Path(__file__).parent / "data" / "checkpoint-v0"
 MODES = ("pretrained", "sva", "va")
 
 
-def _resume(mode: str, tmp_path):
+def _resume(mode: str, tmp_path, protect: bool = True):
     want = json.loads((DATA / f"{mode}.json").read_text())
     state = tmp_path / "state"
     shutil.copytree(DATA / mode, state)
-    proc = Processor(ProcessorConfig.build(**want["settings"], state_dir=str(state)))
+    config = ProcessorConfig.build(**want["settings"], state_dir=str(state), protect=protect)
+    proc = Processor(config)
     assert proc.restored
     sent = []
     feed(proc.state, want["records"], sent)
@@ -42,11 +45,17 @@ def feed(unit, records, sent) -> None:
         unit.offsets[(r["topic"], r["partition"])] = r["offset"] + 1
 
 
+def _unprotected(snapshot: dict) -> dict:
+    return {k: v for k, v in snapshot.items() if k not in PROTECTION_KEYS}
+
+
+@pytest.mark.parametrize("protect", [False, True])
 @pytest.mark.parametrize("mode", MODES)
-def test_checkpoint_of_the_previous_release_resumes_identically(mode, tmp_path):
-    want, proc, sent = _resume(mode, tmp_path)
+def test_checkpoint_of_the_previous_release_resumes_identically(mode, protect, tmp_path):
+    want, proc, sent = _resume(mode, tmp_path, protect)
     preds = [v for t, v in sent if t == "streamcal.predictions"]
-    drop = ("version",)
+    assert all(("p_protected" in p) == protect for p in preds)
+    drop = ("version", "p_protected")
     assert len(preds) == len(want["predictions"]) > 50
     assert [{k: v for k, v in p.items() if k not in drop} for p in preds] == [
         {k: v for k, v in p.items() if k not in drop} for p in want["predictions"]
@@ -59,7 +68,11 @@ def test_checkpoint_of_the_previous_release_resumes_identically(mode, tmp_path):
         want["pending"],
         want["waiting"],
     )
-    assert st.tracker.snapshot(reliability=True) == want["tracker"]
+    snapshot = st.tracker.snapshot(reliability=True)
+    assert (snapshot if not protect else _unprotected(snapshot)) == want["tracker"]
+    # events predicted since the resume carry p_protected, and their labels count
+    protected = snapshot.get("protected_labels")
+    assert protected is None if not protect else 50 < protected < st.counts["labels"]
     assert st.clf.calibration_size == want["calibration_size"]
 
 
@@ -86,7 +99,7 @@ def test_state_roundtrip_through_the_current_format_resumes_identically(mode, tm
     assert [(p["id"], p["p0"], p["p1"], p["score"]) for p in preds] == [
         (p["id"], p["p0"], p["p1"], p["score"]) for p in want["predictions"]
     ]
-    assert again.tracker.snapshot(reliability=True) == want["tracker"]
+    assert _unprotected(again.tracker.snapshot(reliability=True)) == want["tracker"]
 
 
 def test_newer_format_version_is_refused_with_one_line():

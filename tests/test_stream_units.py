@@ -246,7 +246,8 @@ def offline_processor(**settings):
         events_topic="ev", labels_topic="lab", mode="sva", metrics_file="none", **settings
     )
     proc = Processor(config)
-    proc.state.clf = VennAbersClassifier(PickyModel(), mode="sva")
+    protect = config.protect_params() or False  # as the unit's own classifier
+    proc.state.clf = VennAbersClassifier(PickyModel(), mode="sva", protect=protect)
     sent = []
     proc.state.send = lambda topic, key, value: sent.append((topic, key, orjson.loads(value)))
     return proc, sent

@@ -20,7 +20,8 @@ __all__ = ["DATASETS", "DEFAULT_EVENTS", "DESCRIPTIONS", "EXCHANGEABLE", "load_d
 # name -> what it is (for help texts); the first is the default.
 DESCRIPTIONS = {
     "phishing": "river's bundled data set, shuffled (1250 events)",
-    "drift": "a synthetic stream whose concept changes halfway",
+    "drift": "a synthetic stream whose concept changes halfway (see the calibration alarm "
+    "fire and the protected p recover)",
 }
 DATASETS = tuple(DESCRIPTIONS)
 DEFAULT_EVENTS = {"phishing": 1250, "drift": 5000}

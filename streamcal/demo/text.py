@@ -34,7 +34,8 @@ def metric_text(line: dict) -> str:
 
 
 def summary_table(line: dict) -> str:
-    """The raw model against Venn-Abers, from a final metric line.
+    """The raw model against Venn-Abers, from a final metric line (and the protected p,
+    when the line has it).
 
     >>> print(summary_table({"labels": 10, "log_loss": 0.3, "raw_log_loss": 0.4,
     ...     "square_loss": 0.1, "raw_square_loss": 0.12, "ece": 0.02, "raw_ece": 0.05,
@@ -44,6 +45,13 @@ def summary_table(line: dict) -> str:
     square loss                        0.1200      0.1000
     calibration error (ECE)            0.0500      0.0200
     mean interval width (p1 - p0)           -      0.0300
+    >>> print(summary_table({"log_loss": 0.3, "raw_log_loss": 0.4, "protected_log_loss": 0.28,
+    ...     "square_loss": 0.1, "raw_square_loss": 0.12, "protected_square_loss": 0.09}))
+                                    raw model  Venn-Abers   protected
+    log loss                           0.4000      0.3000      0.2800
+    square loss                        0.1200      0.1000      0.0900
+    calibration error (ECE)                 -           -
+    mean interval width (p1 - p0)           -           -
     """
     rows = [
         ("log loss", "raw_log_loss", "log_loss"),
@@ -51,10 +59,15 @@ def summary_table(line: dict) -> str:
         ("calibration error (ECE)", "raw_ece", "ece"),
         ("mean interval width (p1 - p0)", None, "mean_width"),
     ]
-    out = [f"{'':30s}{'raw model':>11s}{'Venn-Abers':>12s}"]
+    protected = {"log_loss": "protected_log_loss", "square_loss": "protected_square_loss"}
+    shown = line.get("protected_log_loss") is not None
+    out = [f"{'':30s}{'raw model':>11s}{'Venn-Abers':>12s}" + (f"{'protected':>12s}" * shown)]
     for label, raw, cal in rows:
         raw_v = _f(line.get(raw)) if raw else "-"
-        out.append(f"{label:30s}{raw_v:>11s}{_f(line.get(cal)):>12s}")
+        row = f"{label:30s}{raw_v:>11s}{_f(line.get(cal)):>12s}"
+        if shown and cal in protected:
+            row += f"{_f(line.get(protected[cal])):>12s}"
+        out.append(row)
     return "\n".join(out)
 
 
@@ -65,13 +78,14 @@ def summary_text(
 
     ``missing`` is the number of labels never sent, ``elapsed`` the processing time (s).
     """
-    from streamcal.monitoring.report import corollary1_verdict
+    from streamcal.monitoring.report import alarm_verdict, corollary1_verdict
 
     # The report's verdict, so that the summary and the report never disagree.
     note = corollary1_verdict(line)
     if dataset not in EXCHANGEABLE:
         note += f" (the {dataset} stream is not exchangeable: no guarantee)"
     rate = line.get("events", 0) / elapsed if elapsed > 0 else float("nan")
+    alarm = alarm_verdict(line)
     return "\n".join(
         [
             "",
@@ -79,6 +93,7 @@ def summary_text(
             summary_table(line),
             f"Corollary 1: mean p0 {_f(line.get('mean_p0'))} <= frequency of 1s "
             f"{_f(line.get('frequency'))} <= mean p1 {_f(line.get('mean_p1'))}: {note}",
+            *([] if alarm is None else [f"calibration alarm: {alarm}"]),
             f"events {line.get('events')}, labels joined {line.get('labels')}, still waiting "
             f"{line.get('pending')} (labels never sent: {missing}), dead letters "
             f"{line.get('dead_letters')}, {elapsed:.1f} s ({rate:.0f} events/s)",

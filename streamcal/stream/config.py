@@ -137,7 +137,9 @@ class ProcessorConfig:
     # --- model ---
     model: str = _opt(
         DEFAULT_MODEL,
-        f"scoring model: {describe_presets()}, or module:function returning a river classifier",
+        f"scoring model: {describe_presets()}, module:function returning a river classifier, "
+        "or score:FIELD to calibrate a probability an upstream model put in the feature "
+        "FIELD of each event (it must not learn from these labels; see docs/processor.md)",
         "model",
     )
     mode: str | None = _opt(
@@ -170,6 +172,23 @@ class ProcessorConfig:
         None,
         "with --by: at most this many categories keep a calibration set, least recently "
         f"labelled evicted (default {DEFAULT_MAX_CATEGORIES})",
+        "model",
+    )
+
+    protect: bool = _opt(
+        True,
+        "protected calibration: each prediction also carries p_protected (a recalibration "
+        "of p learned online, at most ln 2 worse than p in cumulative log loss, recovering "
+        "from a shift in tens of labels) and the metric lines a test martingale on p with a "
+        "calibration alarm. On by default: p itself is unchanged, the alarm is the only "
+        "sign that calibration broke, and it costs a few microseconds per label; "
+        "--no-protect gives the outputs of releases before it",
+        "model",
+    )
+    alarm_alpha: float = _opt(
+        0.01,
+        "with --protect: the calibration alarm fires when the test martingale reaches "
+        "1/alarm_alpha (false-alarm probability at most alarm_alpha, per protector)",
         "model",
     )
 
@@ -297,6 +316,14 @@ class ProcessorConfig:
         """The classifier's settings: those given here, its defaults for the others (None)."""
         return ClassifierSettings.given(**{k: getattr(self, k) for k in CLASSIFIER_SETTINGS})
 
+    def protect_params(self) -> dict | None:
+        """The classifier's ``protect`` argument: the Protector parameters, or None (off).
+
+        >>> ProcessorConfig().protect_params(), ProcessorConfig(protect=False).protect_params()
+        ({'alpha': 0.01}, None)
+        """
+        return {"alpha": self.alarm_alpha} if self.protect else None
+
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message naming the bad setting."""
         for f in dataclasses.fields(self):
@@ -371,6 +398,8 @@ class ProcessorConfig:
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
         self.classifier_settings()  # the classifier's own rules and messages
+        if not (math.isfinite(self.alarm_alpha) and 0.0 < self.alarm_alpha < 1.0):
+            raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
         if self.compression_type not in _CODECS:
             raise ValueError(
                 f"compression_type must be one of {', '.join(_CODECS)}; "

@@ -1,7 +1,9 @@
 """Metric lines: made from a unit's snapshot, and sent wherever the settings say.
 
 A metric line (docs/contracts.md) has every field of the metric schema
-(``streamcal.monitoring.schema``), in its order, taken by name from a unit's
+(``streamcal.monitoring.schema``) but those of an optional feature that is off (the
+protection fields without ``--protect``: absent, not null), in its order, taken by name
+from a unit's
 ``snapshot()`` and from the processor's own values (time, rate, merge stalls, version);
 then the labels saying where it comes from: ``unit`` (the partition number, or
 ``global``) and ``instance``. With ``--by`` a unit's line is followed by its
@@ -25,15 +27,22 @@ from streamcal.stream.unit import GLOBAL_UNIT
 __all__ = ["MetricEmitter", "metric_line"]
 
 
-def metric_line(values: dict, unit: int | None, instance: str) -> dict:
+def metric_line(values: dict, unit: int | None, instance: str, features=()) -> dict:
     """The metric line of ``unit`` from ``values`` (a unit's snapshot and the processor's
-    values, by field name; a field without a value is None).
+    values, by field name; a field without a value is None). Fields of an optional
+    feature (``MetricField.only_with``) are there only if it is in ``features``.
 
     >>> line = metric_line({"events": 3, "labels": 1}, unit=2, instance="i-1")
     >>> line["events"], line["labels"], line["pending"], line["unit"], line["instance"]
     (3, 1, None, '2', 'i-1')
+    >>> "alarm" in line, metric_line({}, None, "i-1", features=("protection",))["alarm"]
+    (False, None)
     """
-    line = {f.key: values.get(f.key) for f in metric_schema.FIELDS}
+    line = {
+        f.key: values.get(f.key)
+        for f in metric_schema.FIELDS
+        if f.only_with is None or f.only_with in features
+    }
     line["unit"] = "global" if unit is GLOBAL_UNIT else str(unit)
     line["instance"] = instance
     return line
@@ -48,6 +57,7 @@ class MetricEmitter:
         self.instance = instance
         self.exporter_class = exporter_class  # PrometheusExporter with metrics_port
         self.version = streamcal.__version__
+        self.features = (metric_schema.PROTECTION,) if config.protect else ()
         self.exporter = None
         self.out = None  # the metrics file (or stdout), while running
         self.outbox = None  # the processor's, while running
@@ -114,7 +124,7 @@ class MetricEmitter:
             **merge,
             "version": self.version,
         }
-        return metric_line(values, unit, self.instance)
+        return metric_line(values, unit, self.instance, self.features)
 
     def emit(self, unit: int | None, snapshot: dict, categories, merge: dict) -> dict:
         """Make the line of ``unit`` and send it, then its per-category lines

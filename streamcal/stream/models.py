@@ -1,17 +1,31 @@
-"""Scoring models for the stream processor: a few presets, or ``module:function``.
+"""Scoring models for the stream processor: a few presets, ``module:function``, or
+``score:FIELD``, the score that an upstream model already put in each event.
 
 >>> make_model("gnb")
 GaussianNB ()
 >>> make_model("river.naive_bayes:GaussianNB")
 GaussianNB ()
+>>> make_model("score:churn_p")
+FieldScore (
+  field="churn_p"
+  kind="probability"
+)
 >>> make_model("nope")
 Traceback (most recent call last):
 ...
-ValueError: model must be one of logreg, gnb, hoeffding or module:function; got 'nope'
+ValueError: model must be one of logreg, gnb, hoeffding, module:function or score:FIELD; got 'nope'
+
+``score:FIELD`` calibrates (and protects) the probability of ``True`` that the feature
+FIELD of each event holds (``streamcal.learner.FieldScore``). It assumes that the
+upstream model does not learn from the labels given here: then the scoring function is
+fixed, and the default mode ``pretrained`` is a valid inductive Venn-Abers predictor. The
+raw score's log loss in the metrics means something only when the score is a
+probability (a value outside [0, 1] makes the event a dead letter).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 __all__ = [
@@ -48,6 +62,7 @@ def _hoeffding():
 # name -> factory; the factory's docstring says what it is (for help texts).
 PRESETS = {"logreg": _logreg, "gnb": _gnb, "hoeffding": _hoeffding}
 DEFAULT_MODEL = "logreg"
+SCORE_PREFIX = "score:"  # score:FIELD, a field of the event holding an upstream score
 
 
 def describe_presets() -> str:
@@ -57,11 +72,14 @@ def describe_presets() -> str:
 
 def check_model_spec(spec) -> str:
     """``spec`` if it names a preset or has the form ``module:function`` (not imported
-    here), else ``ValueError`` listing the presets."""
+    here) or ``score:FIELD``, else ``ValueError`` listing the presets."""
     if not isinstance(spec, str) or (spec not in PRESETS and ":" not in spec):
         raise ValueError(
-            f"model must be one of {', '.join(PRESETS)} or module:function; got {spec!r}"
+            f"model must be one of {', '.join(PRESETS)}, module:function or score:FIELD; "
+            f"got {spec!r}"
         )
+    if spec.startswith(SCORE_PREFIX) and not spec[len(SCORE_PREFIX) :].strip():
+        raise ValueError(f"model {spec!r}: score:FIELD needs the name of a field")
     return spec
 
 
@@ -79,6 +97,10 @@ def find_model(spec: str):
     """
     if check_model_spec(spec) in PRESETS:
         return PRESETS[spec]
+    if spec.startswith(SCORE_PREFIX):
+        from streamcal.learner.field_score import FieldScore
+
+        return functools.partial(FieldScore, spec[len(SCORE_PREFIX) :])
     module_name, _, func_name = spec.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -70,7 +70,11 @@ _INPUT_FINGERPRINT = (
     "features_field",
     "label_field",
 )
-FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS
+# Protection (``--protect``, ``--alarm-alpha``): the protectors' state is in the
+# checkpoint, so it is bound to it too. A state from before protection has them as None:
+# it resumes with either setting (its protectors, if on, start fresh; p is unchanged).
+_PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
+FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT
 
 
 class PendingPrediction(NamedTuple):
@@ -82,10 +86,14 @@ class PendingPrediction(NamedTuple):
     p: float
     score: float
     category: Any = None  # with --by only
+    p_protected: float | None = None  # with --protect only
 
-    def to_state(self, by) -> tuple:
-        """Plain data: the 5 numbers and features, plus the category with ``--by``."""
-        return tuple(self) if by is not None else tuple(self)[:5]
+    def to_state(self, by, protect: bool = False) -> tuple:
+        """Plain data: the features and 4 numbers, then the category with ``--by``, then
+        p_protected with ``--protect`` (the category then always, None without ``--by``)."""
+        if protect:
+            return tuple(self)
+        return tuple(self)[:6] if by is not None else tuple(self)[:5]
 
 
 class _Rec(NamedTuple):
@@ -112,7 +120,10 @@ class CalibrationUnit:
         self.config = config
         self.unit = unit
         settings = config.classifier_settings()
-        self.clf = VennAbersClassifier(make_model(config.model), **settings.as_dict())
+        self._protect = config.protect_params()  # None: off
+        self.clf = VennAbersClassifier(
+            make_model(config.model), **settings.as_dict(), protect=self._protect or False
+        )
         self.tracker = _new_tracker(config)
         # event id -> PendingPrediction; event id -> (y, _Rec)
         self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
@@ -132,7 +143,11 @@ class CalibrationUnit:
     def to_state(self) -> dict:
         """The unit as plain data (see ``streamcal.stream.state.migrations``)."""
         pending = self.events_awaiting_label.to_state()
-        pending["items"] = [(k, d, v.to_state(self._by)) for k, d, v in pending["items"]]
+        protect = self._protect is not None
+        self._report_protection()
+        pending["items"] = [
+            (k, d, v.to_state(self._by, protect)) for k, d, v in pending["items"]
+        ]
         waiting = self.labels_awaiting_event.to_state()
         waiting["items"] = [(k, d, (y, tuple(rec))) for k, d, (y, rec) in waiting["items"]]
         return {
@@ -158,7 +173,12 @@ class CalibrationUnit:
 
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send)
-        self.clf = VennAbersClassifier.from_state(state["classifier"])
+        clf_state = state["classifier"]
+        if self._protect is not None and clf_state.get("protection") is None:
+            # A state from before protection (check_fingerprint let it through): the
+            # classifier resumes as it was, with fresh protectors.
+            clf_state = {**clf_state, "protect": self._protect, "protection": None}
+        self.clf = VennAbersClassifier.from_state(clf_state)
         self.tracker = CalibrationTracker.from_state(state["tracker"])
         self.events_awaiting_label = WaitingRoom.from_state(
             state["pending"], value=lambda v: PendingPrediction(*v)
@@ -177,6 +197,7 @@ class CalibrationUnit:
         """What a metric line takes from the unit (by name, see ``streamcal.stream.metrics``):
         the counts, the tracker's snapshot, the sizes of the waiting rooms."""
         values = dict(self.counts)
+        self._report_protection()
         # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
         # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
         # report` can draw reliability diagrams from any metric log, even a cut-off one.
@@ -265,11 +286,15 @@ class CalibrationUnit:
         if eid in self.events_awaiting_label or self.recent.get(eid) is not None:
             self._dead(rec, f"duplicate event id {eid!r}")
             return
+        try:
+            if self._by is None:
+                iv = self.clf.predict_interval_one(ev.x)
+            else:  # the event's category, read at decoding (a feature, or a top-level field)
+                iv = self.clf.predict_interval_one(ev.x, category=ev.category)
+        except Exception as exc:  # noqa: BLE001 - e.g. score:FIELD without the field
+            self._dead(rec, f"model could not score event {eid!r}: {exc}")
+            return
         self._advance(rec.timestamp)
-        if self._by is None:
-            iv = self.clf.predict_interval_one(ev.x)
-        else:  # the event's category, read at decoding (a feature, or a top-level field)
-            iv = self.clf.predict_interval_one(ev.x, category=ev.category)
         p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
         out = {
             "id": eid,
@@ -281,10 +306,12 @@ class CalibrationUnit:
             "calibration_size": self.clf.calibration_size,
             "version": self._version,
         }
-        category = None
+        category = p_protected = None
         if self._by is not None:
             category = out["category"] = ev.category
-        pending = PendingPrediction(x=ev.x, p0=p0, p1=p1, p=p, score=score, category=category)
+        if self._protect is not None:
+            p_protected = out["p_protected"] = iv.p_protected
+        pending = PendingPrediction(ev.x, p0, p1, p, score, category, p_protected)
         self.send(self.config.predictions_topic, eid.encode(), orjson.dumps(out))
         counts = self.counts
         counts["events"] += 1
@@ -337,24 +364,59 @@ class CalibrationUnit:
         tracker or the learner refuses, the label becomes a dead letter and the state (the
         pending event included) is left as it was."""
         pred = self.events_awaiting_label.get(eid)
-        p0, p1, p, score = pred.p0, pred.p1, pred.p, pred.score
-        if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
+        p0, p1, p, score, pp = pred.p0, pred.p1, pred.p, pred.score, pred.p_protected
+        if not prediction_in_range(p0, p1, p, score, pp):  # first: learning is not undone
+            extra = "" if pp is None else f", p_protected={pp!r}"
             self._dead(
                 rec,
                 f"tracker rejected the prediction of {eid!r}: "
-                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
+                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}{extra}",
             )
             return
         kw = {"category": pred.category} if self._by is not None else {}
+        clf = self.clf
         try:
-            self.clf.learn_one(pred.x, y, **kw)
+            if self._protect is None:
+                clf.learn_one(pred.x, y, **kw)
+            else:  # the protector learns from the p that was given, however late the label
+                clf.learn_one(pred.x, y, p=p, **kw)
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return
-        self.tracker.update(p0, p1, y, score=score, p=p, **kw)
+        if pp is None:  # off, or an event predicted before protection was turned on
+            self.tracker.update(p0, p1, y, score=score, p=p, **kw)
+        else:
+            self.tracker.update(p0, p1, y, score=score, p=p, p_protected=pp, **kw)
+        if self._by is not None and self._protect is not None and pred.category is not None:
+            self._report_category_protection(pred.category)
         self.events_awaiting_label.pop(eid)
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
+
+
+    def _report_protection(self) -> None:
+        """Give the tracker the unit's protection state (with ``--by`` the largest log S
+        and the first alarm over the categories) before it is read. Done here rather than
+        per label: the tracker keeps only the latest report, which is a function of the
+        classifier's state, so reading it late gives the same value and saves a few µs
+        per label."""
+        if self._protect is None or not self.counts["labels"]:
+            return
+        clf = self.clf
+        self.tracker.update_protection(
+            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self._protect["alpha"]
+        )
+
+    def _report_category_protection(self, category) -> None:
+        """Give the tracker the state of ``category``'s protector after its label: per
+        label, since the tracker's "(other)" row keeps the largest log S reported so far
+        (a null category has no row, as in ``CalibrationTracker.update``)."""
+        prot = self.clf.protectors.get(category)
+        if prot is not None:
+            self.tracker.update_protection(
+                prot.log_martingale, prot.alarm, prot.alarm_at, alpha=self._protect["alpha"],
+                category=category,
+            )  # fmt: skip
 
 
 def _new_tracker(config):
@@ -376,6 +438,11 @@ def check_fingerprint(state: dict, config) -> None:
     """
     fingerprint = state.get("fingerprint", {})
     pairs = [(k, fingerprint.get(k), getattr(config, k)) for k in _INPUT_FINGERPRINT]
+    pairs += [
+        (k, fingerprint[k], getattr(config, k))
+        for k in _PROTECTION_FINGERPRINT
+        if fingerprint.get(k) is not None  # None: the state predates protection
+    ]
     try:
         saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
     except (TypeError, ValueError) as exc:

@@ -36,6 +36,13 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    ``categories`` (``CategoryBreakdown.to_state()``); the fingerprint has ``by``,
    ``min_category``, ``fallback`` and ``max_categories``. An upgraded state gets the
    defaults of ``streamcal.learner.settings.ClassifierSettings``.
+4. Protection (``--protect``): the classifier state has ``protect`` and ``protection``
+   (``streamcal.learner.protection.Protection.to_state()``: each protector); the tracker
+   state has ``protected_labels`` and ``protection``; a pending prediction has
+   ``category`` and ``p_protected`` after its 5 values when protection is on; the
+   fingerprint has ``protect`` and ``alarm_alpha``. An upgraded state has protection off
+   and these two as None ("before protection"), which resumes with either setting:
+   with ``--protect`` (the default) its protectors start fresh, p is unchanged.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -54,7 +61,7 @@ from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
-VERSION = 3
+VERSION = 4
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
 
@@ -100,6 +107,19 @@ def _v2_to_v3(state: dict) -> dict:
 
 
 _STEPS[2] = _v2_to_v3
+
+
+# ---------------------------------------------------------------- version 3 -> 4
+def _v3_to_v4(state: dict) -> dict:
+    """Before protection: no protectors, and a fingerprint that binds to neither setting."""
+    state = dict(state)
+    state["classifier"] = {"protect": False, "protection": None, **state["classifier"]}
+    state["tracker"] = {"protected_labels": 0, "protection": None, **state["tracker"]}
+    state["fingerprint"] = {"protect": None, "alarm_alpha": None, **state["fingerprint"]}
+    return state
+
+
+_STEPS[3] = _v3_to_v4
 
 
 # ---------------------------------------------------------------- version 1
