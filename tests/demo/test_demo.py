@@ -153,7 +153,7 @@ def test_usage_errors(argv, message, capsys, tmp_path, monkeypatch):
 
 # --- docker-compose.yml (no Docker engine here: check it is valid and matches the CLI) ---
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _compose_text() -> str:

@@ -19,7 +19,7 @@ from tests._kafka_helpers import (
     read_topic,
     synthetic_stream,
 )
-from tests.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
+from tests.e2e.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
 
 pytestmark = pytest.mark.kafka
 

@@ -16,7 +16,7 @@ from river import base, checks, compose, datasets, linear_model, preprocessing
 
 from streamcal import VennAbersClassifier, venn_abers_bruteforce
 from streamcal.learner import MODES
-from tests.test_learner_bruteforce import score, trained
+from tests.learner.test_bruteforce import score, trained
 
 
 class FixedScorer(base.Classifier):

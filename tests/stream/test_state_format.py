@@ -18,7 +18,7 @@ from streamcal.stream.processor import Processor
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 
-DATA = Path(__file__).parent / "data" / "checkpoint-v0"
+DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoint-v0"
 MODES = ("pretrained", "sva", "va")
 
 
