@@ -10,6 +10,12 @@ Kafka fixtures (tests using them get the ``kafka`` marker automatically, so
   127.0.0.1/localhost; yields the :class:`~streamcal.demo.broker.LocalBroker`
   (``.bootstrap_servers``, ``.cert`` = the CA file to trust, ``.client_config()``).
 
+Other fixtures:
+
+* ``streamcal_run`` (function): a :class:`tests._helpers.StreamcalRun`, whose ``popen`` and
+  ``run`` start ``streamcal run`` as a subprocess with the tests' checkpoint key; processes
+  still running at the end of the test are killed.
+
 tansu joins consumer groups in about ``session_timeout_ms / 2``: use 2000-6000 ms in
 tests, and ``auto_offset_reset="earliest"`` (see streamcal/demo/broker.py).
 """
@@ -60,6 +66,16 @@ def unique_topics():
     }
     names["group"] = f"test-{tag}"
     return names
+
+
+@pytest.fixture
+def streamcal_run():
+    """Runs ``streamcal run`` as a subprocess; kills what is still running afterwards."""
+    from tests._helpers import StreamcalRun
+
+    runner = StreamcalRun()
+    yield runner
+    runner.close()
 
 
 def make_self_signed_cert(directory) -> tuple[str, str]:
