@@ -1,15 +1,32 @@
-"""Helpers shared by the tests: waiting for a condition, and running ``streamcal run`` as a
-subprocess (tests reach the latter through the ``streamcal_run`` fixture in conftest.py,
-which also kills what a failed test left running)."""
+"""Helpers shared by the tests: waiting for a condition, running ``streamcal run`` as a
+subprocess (tests reach it through the ``streamcal_run`` fixture in conftest.py, which also
+kills what a failed test left running), and hypothesis example counts."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 
+import pytest
+from hypothesis import settings
+
 CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of the tests
+
+
+# The inner loop (pytest -m "not slow ...") runs hypothesis tests with at most this many
+# examples (conftest.py loads the "fast" profile); other runs use the counts as written.
+FAST_EXAMPLES = 20
+settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+
+
+def examples(n: int) -> int:
+    """``n``, or at most FAST_EXAMPLES under the "fast" profile: the ``max_examples`` of a
+    test that sets its own (a profile sets only the default)."""
+    fast = settings.default is settings.get_profile("fast")
+    return min(n, FAST_EXAMPLES) if fast else n
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
@@ -76,3 +93,18 @@ class StreamcalRun:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def make_self_signed_cert(directory) -> tuple[str, str]:
+    """(cert, key) PEM paths of a self-signed certificate for 127.0.0.1 and localhost."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)

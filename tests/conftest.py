@@ -22,13 +22,23 @@ tests, and ``auto_offset_reset="earliest"`` (see streamcal/demo/broker.py).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import uuid
 
 import pytest
 
 KAFKA_FIXTURES = {"kafka_broker", "tls_broker"}
+
+
+def pytest_configure(config):
+    """The inner loop, ``-m "not slow ..."``, runs hypothesis tests with fewer examples (the
+    "fast" profile, tests/_helpers.py) unless ``--hypothesis-profile`` chooses one."""
+    from hypothesis import settings
+
+    import tests._helpers  # noqa: F401 - registers the profile
+
+    markexpr = config.getoption("markexpr", "") or ""
+    if "not slow" in markexpr and not config.getoption("hypothesis_profile", None):
+        settings.load_profile("fast")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,25 +88,11 @@ def streamcal_run():
     runner.close()
 
 
-def make_self_signed_cert(directory) -> tuple[str, str]:
-    """(cert, key) PEM paths of a self-signed certificate for 127.0.0.1 and localhost."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return str(cert), str(key)
-
-
 @pytest.fixture(scope="session")
 def tls_broker(tmp_path_factory):
     """A TLS-only local broker (self-signed certificate); yields the LocalBroker."""
     from streamcal.demo.broker import LocalBroker
+    from tests._helpers import make_self_signed_cert
 
     _tansu_or_skip()
     cert, key = make_self_signed_cert(tmp_path_factory.mktemp("tls"))

@@ -39,8 +39,16 @@ def make(mode, model="lr", **kw):
     return VennAbersClassifier(MODELS[model](), mode=mode, **kw)
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
-@pytest.mark.parametrize("mode", MODES)
+def _estimator_cases():
+    for mode in MODES:
+        for model in sorted(MODELS):
+            # va refits per prediction: with GNB or a Hoeffding tree river's checks take
+            # 10-25 s each, so only the full run has them.
+            marks = [pytest.mark.slow] if mode == "va" and model != "lr" else []
+            yield pytest.param(mode, model, id=f"{mode}-{model}", marks=marks)
+
+
+@pytest.mark.parametrize(("mode", "model"), list(_estimator_cases()))
 def test_check_estimator(mode, model):
     checks.check_estimator(make(mode, model))
 
