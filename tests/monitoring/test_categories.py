@@ -154,6 +154,7 @@ def test_prometheus_labels_categories_only_when_there_are_some():
     exporter.close()
 
 
+@pytest.mark.slow  # draws eleven rows of figures: 3-5 s
 def test_report_draws_one_row_per_category(tmp_path):
     pytest.importorskip("matplotlib")
     f = tmp_path / "p.jsonl"
