@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
+import hypothesis
 import pytest
-from hypothesis import settings
 
 CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of the tests
 
@@ -19,13 +19,13 @@ CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of
 # The inner loop (pytest -m "not slow ...") runs hypothesis tests with at most this many
 # examples (conftest.py loads the "fast" profile); other runs use the counts as written.
 FAST_EXAMPLES = 20
-settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+hypothesis.settings.register_profile("fast", max_examples=FAST_EXAMPLES)
 
 
 def examples(n: int) -> int:
     """``n``, or at most FAST_EXAMPLES under the "fast" profile: the ``max_examples`` of a
     test that sets its own (a profile sets only the default)."""
-    fast = settings.default is settings.get_profile("fast")
+    fast = hypothesis.settings.default is hypothesis.settings.get_profile("fast")
     return min(n, FAST_EXAMPLES) if fast else n
 
 

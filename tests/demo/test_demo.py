@@ -99,6 +99,7 @@ def test_produce_only_writes_the_stream_for_a_separate_processor(
 
 
 @pytest.mark.kafka
+@pytest.mark.slow
 def test_demo_stops_the_broker_it_started(tmp_path, monkeypatch, capsys):
     from streamcal.demo import broker as broker_mod
 

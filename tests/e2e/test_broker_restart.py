@@ -27,6 +27,7 @@ def _tansu(port: int) -> subprocess.Popen:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_producer_is_recreated_after_a_broker_restart(unique_topics):
     from streamcal.demo.broker import BrokerError, find_tansu, free_port
 

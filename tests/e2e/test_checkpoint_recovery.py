@@ -87,6 +87,7 @@ def kill_9_twice_then_finish(streamcal_run, settings: dict, state_dir, metrics) 
     return seed
 
 
+@pytest.mark.slow
 def test_kill_9_and_restart_gives_the_uninterrupted_results(
     kafka_broker, unique_topics, tmp_path, streamcal_run
 ):
@@ -129,6 +130,7 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(
     assert len(want) == n and got == want, note
 
 
+@pytest.mark.slow
 def test_sigterm_stops_cleanly_with_a_final_checkpoint(
     kafka_broker, unique_topics, tmp_path, streamcal_run
 ):

@@ -21,7 +21,7 @@ from tests._kafka_helpers import (
 )
 from tests.e2e.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 SHOPS = ("s0", "s1", "s2", "s3")
 
