@@ -6,7 +6,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 
 WORKDIR /src
 # Only what the package needs: the image does not change when tests or docs do.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY streamcal ./streamcal
 # [report] adds matplotlib for `streamcal report`; the broker (the [demo] extra) is not
 # needed in a container: compose runs Apache Kafka.

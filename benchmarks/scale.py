@@ -74,7 +74,7 @@ _spec.loader.exec_module(bench_kafka)  # produce_input: the same stream as bench
 
 P = 4
 KEY = "benchmark-checkpoint-key-0123456789"
-_ADOPTED = re.compile(r"^(\S+ \S+) streamcal\.stream adopted units \[([\d, ]*)\].*in ([\d.]+) s")
+_ADOPTED = re.compile(r"^(\S+ \S+) streamcal\.stream\S* adopted units \[([\d, ]*)\].*in ([\d.]+) s")
 
 
 def tree_cpu(pid: int) -> float:

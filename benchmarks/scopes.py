@@ -104,12 +104,12 @@ def _config(scope: str, every: int):
 
 def run_scope(scope: str, n: int, every: int, profiler=None) -> float:
     """CPU µs per event of ``Processor.run`` over the stream, in process."""
-    from streamcal.stream import state_topic
     from streamcal.stream.processor import Processor
+    from streamcal.stream.state import topic as state_topic
 
     # The state topic without a broker: its records go to the dropped outputs.
     state_topic.StateTopic.create = lambda self, partitions=1: None
-    state_topic.StateTopic.read = lambda self, timeout=60.0: {}
+    state_topic.StateTopic.read = lambda self, timeout=60.0, units=None: {}
     config = _config(scope, every)
     proc = Processor(config)
     memory = MemoryGroupConsumer(n)
@@ -164,7 +164,7 @@ _PARTS = (  # (label, file, function): cumulative time of these, per event
     ("hand-off to the (dropped) outputs", "benchmarks/scopes.py", "send"),
     ("ordered merge: next (polls)", "ordering.py", "next"),
     ("ordered merge: ready", "ordering.py", "ready"),
-    ("metric lines", "processor.py", "_emit_metrics"),
+    ("metric lines", "metrics.py", "emit_unit"),
     ("checkpoints (final one, state topic)", "processor.py", "checkpoint"),
     ("unit: an event, all of it", "unit.py", "on_event"),
     ("unit: a label, all of it", "unit.py", "on_label"),

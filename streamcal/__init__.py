@@ -25,15 +25,18 @@ _PUBLIC = {
     # --- core ---
     "IsotonicCalibrator": "streamcal.core",
     "MERGES": "streamcal.core",
+    "Protector": "streamcal.core",
     "ScoreStore": "streamcal.core",
     "dir_predict": "streamcal.core",
     "isotonic_calibrator": "streamcal.core",
     "merge_log": "streamcal.core",
     "merge_mean": "streamcal.core",
     "merge_square": "streamcal.core",
+    "protect_batch": "streamcal.core",
     "venn_abers": "streamcal.core",
     "venn_abers_bruteforce": "streamcal.core",
     # --- learner ---
+    "FieldScore": "streamcal.learner",
     "VennAbersClassifier": "streamcal.learner",
     "VennAbersInterval": "streamcal.learner",
     # --- monitoring ---
@@ -48,15 +51,18 @@ __all__ = [
     # core
     "IsotonicCalibrator",
     "MERGES",
+    "Protector",
     "ScoreStore",
     "dir_predict",
     "isotonic_calibrator",
     "merge_log",
     "merge_mean",
     "merge_square",
+    "protect_batch",
     "venn_abers",
     "venn_abers_bruteforce",
     # learner
+    "FieldScore",
     "VennAbersClassifier",
     "VennAbersInterval",
     # monitoring

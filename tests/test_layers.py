@@ -3,12 +3,15 @@
 core < learner < monitoring < stream < demo < cli: a layer imports only those below it
 (docs/contracts.md). Imports inside functions count too (streamcal imports heavy
 dependencies lazily), and so do relative ones. The root package (``streamcal``, for
-``__version__``) and ``streamcal._lazy`` are outside the layers.
+``__version__``) and ``streamcal._lazy`` are outside the layers. Sub-packages of a layer
+(``stream/state``, ``stream/kafka``) belong to it, with rules of their own inside
+(``INNER``), and no module of streamcal is part of an import cycle.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,169 @@ def test_the_reader_catches_lazy_relative_and_third_party_imports():
     ]
     # The same imports one layer up the chain are allowed where the layer permits them.
     assert violations(PACKAGE / "cli" / "demo.py", source) == []
+
+
+def test_every_folder_of_the_package_is_a_regular_package():
+    # A folder without __init__.py would be a namespace package: its modules are still
+    # read above, but nothing documents them.
+    folders = {p.parent for p in MODULES}
+    assert {PACKAGE / "stream" / "state", PACKAGE / "stream" / "kafka"} <= folders
+    assert [f for f in folders if not (f / "__init__.py").is_file()] == []
+
+
+# Inside stream: the Kafka side knows nothing of calibration, state or metric lines; the
+# state package nothing of the loop or its metric lines. (module prefix -> not imported)
+INNER = {
+    "streamcal.stream.kafka": (
+        "streamcal.stream.state",
+        "streamcal.stream.unit",
+        "streamcal.stream.metrics",
+        "streamcal.stream.processor",
+    ),
+    "streamcal.stream.state": ("streamcal.stream.metrics", "streamcal.stream.processor"),
+}
+
+
+def inner_violations(path: Path, source: str | None = None) -> list[str]:
+    module = module_name(path)
+    source = path.read_text() if source is None else source
+    bad = []
+    for prefix, banned in INNER.items():
+        if module != prefix and not module.startswith(prefix + "."):
+            continue
+        for line, name in imports(source, module, path.name == "__init__.py"):
+            for b in banned:
+                if name == b or name.startswith(b + "."):
+                    bad.append(f"{module}:{line} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if p.is_relative_to(PACKAGE / "stream")],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_stream_sub_packages_keep_their_own_order(path):
+    assert inner_violations(path) == []
+
+
+def test_the_inner_rules_catch_a_kafka_module_reaching_up():
+    source = "def f():\n    from ..state.units import UnitStates\n    from ..unit import X\n"
+    found = inner_violations(PACKAGE / "stream" / "kafka" / "clients.py", source)
+    assert [v.split(" ")[2] for v in found] == [
+        "streamcal.stream.state.units",
+        "streamcal.stream.unit",
+    ]
+    assert inner_violations(PACKAGE / "stream" / "processor.py", source) == []
+
+
+# ---------------------------------------------------------------- import cycles
+def streamcal_imports(module: str, source: str, is_package: bool, known: set) -> set:
+    """The modules of streamcal that ``module`` imports, anywhere in ``source``.
+
+    ``from X import Y`` imports the module ``X.Y`` when there is one, else ``X`` (a
+    package: its ``__init__``). A module's own ancestor packages are left out: Python has
+    imported them before it, so importing from them cannot make an import order.
+    """
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            names = [f"{name}.{a.name}" if f"{name}.{a.name}" in known else name
+                     for a in node.names]  # fmt: skip
+        else:
+            continue
+        out.update(n for n in names if n in known and n != module)
+    return {n for n in out if not module.startswith(n + ".")}
+
+
+def import_cycles(graph: dict) -> list[list[str]]:
+    """The cycles of ``graph`` (module -> imported modules), one per strongly connected
+    component of more than one module, each sorted (Tarjan's algorithm)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack: set = set()
+    cycles = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(cycles)
+
+
+def test_no_import_cycle_inside_streamcal():
+    sources = {module_name(p): p for p in MODULES}
+    known = set(sources)
+    graph = {
+        m: streamcal_imports(m, p.read_text(), p.name == "__init__.py", known)
+        for m, p in sources.items()
+    }
+    assert import_cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_lazy_relative_and_package_imports():
+    known = {
+        "streamcal.stream",
+        "streamcal.stream.state",
+        "streamcal.stream.state.checkpoint",
+        "streamcal.stream.state.migrations",
+        "streamcal.stream.unit",
+    }
+    sources = {
+        # a lazy, relative import of a sibling module ...
+        "streamcal.stream.state.checkpoint": "def seal():\n    from . import migrations\n",
+        # ... and one back through the package's name: a cycle
+        "streamcal.stream.state.migrations": "from streamcal.stream.state import checkpoint\n",
+        # importing a package imports its __init__, which imports unit: a second cycle
+        "streamcal.stream.unit": "import streamcal.stream.state\nfrom . import x\n",
+        "streamcal.stream.state": "from ..unit import GLOBAL_UNIT\nfrom . import checkpoint\n",
+        # unit's `from . import x` (no module x: the package streamcal.stream) is an
+        # import of its own package, no edge: no cycle through streamcal.stream
+        "streamcal.stream": "from streamcal.stream import unit\n",
+    }
+    graph = {
+        m: streamcal_imports(m, src, m in ("streamcal.stream", "streamcal.stream.state"), known)
+        for m, src in sources.items()
+    }
+    assert graph["streamcal.stream.state.checkpoint"] == {"streamcal.stream.state.migrations"}
+    assert graph["streamcal.stream.state.migrations"] == {"streamcal.stream.state.checkpoint"}
+    assert graph["streamcal.stream.unit"] == {"streamcal.stream.state"}
+    assert graph["streamcal.stream"] == {"streamcal.stream.unit"}
+    assert import_cycles(graph) == [
+        ["streamcal.stream.state", "streamcal.stream.unit"],
+        ["streamcal.stream.state.checkpoint", "streamcal.stream.state.migrations"],
+    ]

@@ -32,7 +32,7 @@ def test_unknown_name_raises_attribute_error():
     "modules, heavy",
     [
         # The package alone and the producer process: no river, numba or kafka.
-        ("streamcal, streamcal.stream.sink", ("river", "numba", "kafka")),
+        ("streamcal, streamcal.stream.kafka.sink", ("river", "numba", "kafka")),
         # The settings and the demo's command line list the modes from learner.modes,
         # and the learner package loads lazily: `streamcal run --help` needs no river.
         ("streamcal.stream.config, streamcal.cli.demo, streamcal.learner.modes", ("river",)),

@@ -95,8 +95,8 @@ def _main(args) -> int:
     import threading
 
     from streamcal.cli import UsageError
-    from streamcal.stream.checkpoint import CheckpointError
     from streamcal.stream.config import ProcessorConfig
+    from streamcal.stream.state.checkpoint import CheckpointError
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
@@ -120,8 +120,8 @@ def _main(args) -> int:
 
     from kafka.errors import KafkaError
 
-    from streamcal.stream.group import GroupError
-    from streamcal.stream.ordering import UnreadableBatch
+    from streamcal.stream.kafka.group import GroupError
+    from streamcal.stream.kafka.ordering import UnreadableBatch
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.

@@ -8,6 +8,7 @@ from streamcal.core.isotonic import (
     venn_abers_bruteforce,
 )
 from streamcal.core.merge import MERGES, SCALAR_MERGES, merge_log, merge_mean, merge_square
+from streamcal.core.protector import Protector, protect_batch
 from streamcal.core.store import ScoreStore
 from streamcal.core.ties import group_ties
 
@@ -15,6 +16,7 @@ __all__ = [
     "IsotonicCalibrator",
     "MERGES",
     "SCALAR_MERGES",
+    "Protector",
     "ScoreStore",
     "dir_predict",
     "group_ties",
@@ -22,6 +24,7 @@ __all__ = [
     "merge_log",
     "merge_mean",
     "merge_square",
+    "protect_batch",
     "venn_abers",
     "venn_abers_bruteforce",
 ]

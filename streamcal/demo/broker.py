@@ -276,7 +276,9 @@ class LocalBroker:
             inner = free_port(self.host)
             self._spawn(inner, [], advertised=self.port)
             self._wait_tcp(self.host, inner)
-            self._terminator = TlsTerminator(self.host, self.port, inner, self.cert, self.key)
+            self._terminator = TlsTerminator(
+                self.host, self.port, upstream=inner, cert=self.cert, key=self.key
+            )
             try:
                 self._terminator.start()
             except OSError as exc:

@@ -93,16 +93,18 @@ def demo_records(
         eid = f"e{i}"
         ts = start_ms + i * STEP_MS
         value = orjson.dumps({"id": eid, "features": x, "ts": ts / 1000.0})
-        out.append((ts, 2 * i, ReplayRecord("event", "events", eid.encode(), value, ts)))
+        rec = ReplayRecord("event", "events", key=eid.encode(), value=value, timestamp_ms=ts)
+        out.append((ts, 2 * i, rec))
         lag = rng.randint(0, max_lag)
         if rng.random() < missing_labels:
             continue
         lts = start_ms + (i + lag) * STEP_MS + STEP_MS // 2
         label = orjson.dumps({"id": eid, "label": int(y)})
-        out.append((lts, 2 * i + 1, ReplayRecord("label", "labels", eid.encode(), label, lts)))
+        rec = ReplayRecord("label", "labels", key=eid.encode(), value=label, timestamp_ms=lts)
+        out.append((lts, 2 * i + 1, rec))
     for j, (kind, role, value) in enumerate(_bad_records(bad_records, rng)):
         ts = start_ms + rng.randrange(n) * STEP_MS + 1
-        out.append((ts, -1 - j, ReplayRecord(kind, role, None, value, ts)))
+        out.append((ts, -1 - j, ReplayRecord(kind, role, key=None, value=value, timestamp_ms=ts)))
     out.sort(key=lambda t: (t[0], t[1]))
     return [rec for _, _, rec in out]
 

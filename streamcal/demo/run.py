@@ -168,7 +168,14 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
         # About a hundred lines in the metric log (smooth report curves); about ten of
         # them are printed.
         every = max(10, counts["label"] // 100)
-        config = _config(opts, bootstrap, topics, state_dir, metrics_path, every)
+        config = _config(
+            opts,
+            bootstrap,
+            topics=topics,
+            state_dir=state_dir,
+            metrics_path=metrics_path,
+            metrics_every=every,
+        )
         client = config.kafka_client_settings()
         if not own_broker:
             _wait_for_broker(client, opts.wait_for_broker)
@@ -193,7 +200,7 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
 
         final, elapsed = _process(opts, config, counts["event"])
 
-    _print_summary(opts, final, counts, elapsed, topics, client)
+    _print_summary(opts, final, counts=counts, elapsed=elapsed, topics=topics, client=client)
     if not opts.report:
         print(f"metric log: {metrics_path}")
     else:
@@ -205,8 +212,8 @@ def _process(opts: DemoOptions, config, n_events: int):
     from tqdm import tqdm
 
     from streamcal.demo.text import metric_text
-    from streamcal.stream.checkpoint import CheckpointError
     from streamcal.stream.processor import Processor
+    from streamcal.stream.state.checkpoint import CheckpointError
 
     try:
         processor = Processor(config)
@@ -244,7 +251,10 @@ def _print_summary(opts, line: dict, counts, elapsed: float, topics: dict, clien
     from streamcal.demo.text import dead_letters_text, summary_text
 
     missing = counts["event"] - counts["label"]
-    print(summary_text(line, opts.dataset, opts.model, missing, elapsed, topics))
+    text = summary_text(
+        line, opts.dataset, opts.model, missing=missing, elapsed=elapsed, topics=topics
+    )
+    print(text)
     n = line.get("dead_letters")
     if n and not opts.quiet:
         from streamcal.demo.dead_letters import read_dead_letters

@@ -7,10 +7,11 @@ without river (the command line's settings list the modes).
 from streamcal._lazy import lazy_names
 
 _PUBLIC = {
+    "FieldScore": "streamcal.learner.field_score",
     "MODES": "streamcal.learner.modes",
     "VennAbersClassifier": "streamcal.learner.classifier",
     "VennAbersInterval": "streamcal.learner.interval",
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
-__all__ = ["MODES", "VennAbersClassifier", "VennAbersInterval"]
+__all__ = ["FieldScore", "MODES", "VennAbersClassifier", "VennAbersInterval"]

@@ -4,51 +4,28 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from numbers import Integral
 
 from river import base
 
-from streamcal.core import MERGES, SCALAR_MERGES
+from streamcal.core import SCALAR_MERGES
+from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
-from streamcal.learner.modes import DEFAULT_MODE, MODES, check_mode
-from streamcal.learner.mondrian import MondrianVennAbers
+from streamcal.learner.modes import DEFAULT_MODE, MODES
+from streamcal.learner.mondrian import MondrianVennAbers, category_of
 from streamcal.learner.pretrained import PretrainedVennAbers
+from streamcal.learner.protection import Protection, check_protect
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    DEFAULT_MERGE,
+    DEFAULT_WINDOW,
+    ClassifierSettings,
+)
+from streamcal.learner.settings import FIELDS as SETTINGS
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
 __all__ = ["VennAbersClassifier", "MODES"]
-
-
-def _check_window(name: str, value, allow_none: bool = False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_mondrian(mode, by, min_category, fallback, max_categories):
-    try:
-        hash(by)
-    except TypeError:
-        raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-    if (
-        isinstance(min_category, bool)
-        or not isinstance(min_category, Integral)
-        or (min_category < 0)
-    ):
-        raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
-    _check_window("max_categories", max_categories)
-    if fallback not in (None, "pooled"):
-        raise ValueError(f"fallback must be None or 'pooled', got {fallback!r}")
-    if (fallback is None) != (min_category == 0):
-        raise ValueError(
-            "min_category and fallback='pooled' go together: below min_category pairs a "
-            f"category is answered from the pooled set (got min_category={min_category!r}, "
-            f"fallback={fallback!r})"
-        )
-    if fallback is not None and (by is None or mode != "pretrained"):
-        raise ValueError("fallback='pooled' needs by and mode 'pretrained'")
 
 
 class VennAbersClassifier(base.Wrapper, base.Classifier):
@@ -124,6 +101,18 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     max_categories
         At most this many categories keep calibration sets; the least recently labelled
         one is dropped when a new one comes (``evictions`` counts them).
+    protect
+        Protected calibration (``streamcal.core.Protector``; Vovk, Petej & Gammerman
+        2021): ``True`` (or a dict of ``Protector`` parameters, e.g. ``{"alpha": 0.001}``)
+        makes ``predict_proba_one`` return the *protected* probability, a recalibration
+        of the Venn-Abers p learned online whose cumulative log loss is at most ln 2
+        above p's and which recovers from a shift in tens of labels, and sets ``alarm``
+        when a test martingale on p crosses ``1 / alpha`` (false-alarm probability at most
+        alpha per protector). ``predict_interval_one`` gives both p and ``p_protected``.
+        With ``by``, each category has its own protector. A label learns with the base p
+        given for its object: pass it as ``learn_one(x, y, p=...)`` if you kept it,
+        otherwise it is looked up (see ``streamcal.learner.protection``). Default
+        ``False``: p keeps its guarantee under exchangeability and outputs do not change.
 
     Examples
     --------
@@ -162,19 +151,34 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
     >>> mondrian.calibration_size, mondrian.evictions  # three categories, none evicted
     (655, 0)
 
+    Protection: ``predict_proba_one`` then returns the protected p, and the alarm says
+    whether p has stayed calibrated (here it has: the test martingale is about 1):
+
+    >>> guarded = VennAbersClassifier(bare.clone(), window=200, protect=True)
+    >>> for x, y in datasets.Phishing():
+    ...     iv = guarded.predict_interval_one(x)
+    ...     guarded.learn_one(x, y)
+    >>> round(iv.p, 3), round(iv.p_protected, 3), guarded.alarm, round(guarded.log_martingale, 2)
+    (0.03, 0.03, False, -0.03)
+
     """
+
+    # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
+    protect: bool | dict = False
+    _protection: Protection | None = None
 
     def __init__(
         self,
         model: base.Classifier,
         mode: str = DEFAULT_MODE,
-        merge: str = "log",
-        window: int | None = 1000,
+        merge: str = DEFAULT_MERGE,
+        window: int | None = DEFAULT_WINDOW,
         refresh_every: int | None = None,
         by=None,
         min_category: int = 0,
         fallback: str | None = None,
-        max_categories: int = 1000,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
+        protect: bool | dict = False,
     ):
         if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
             raise TypeError(
@@ -183,17 +187,18 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             )
         if not hasattr(model, "predict_proba_one"):
             raise TypeError(f"model must have predict_proba_one, got {model!r}")
-        check_mode(mode)
-        if merge not in MERGES:
-            raise ValueError(f"merge must be one of {tuple(MERGES)}, got {merge!r}")
-        _check_window("window", window, allow_none=(mode == "sva"))
-        _check_window("refresh_every", refresh_every, allow_none=True)
-        if mode == "va" and refresh_every is not None:
-            raise ValueError("refresh_every is not used by mode 'va', which rescores every time")
-        if mode == "sva" and window is None and refresh_every is not None:
-            raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
-        _check_mondrian(mode, by, min_category, fallback, max_categories)
-
+        settings = ClassifierSettings(
+            mode=mode,
+            merge=merge,
+            window=window,
+            refresh_every=refresh_every,
+            by=by,
+            min_category=min_category,
+            fallback=fallback,
+            max_categories=max_categories,
+        )
+        protect_params = check_protect(protect)
+        # river's clone and check_estimator read the settings back as attributes
         self.model = model
         self.mode = mode
         self.merge = merge
@@ -203,19 +208,18 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         self.min_category = min_category
         self.fallback = fallback
         self.max_categories = max_categories
+        self.protect = protect
+        self._state = _new_mode_state(model, settings)
+        self._protection = (
+            None
+            if protect_params is None
+            else Protection(protect_params, max_categories if by is not None else None)
+        )
 
-        if mode == "pretrained":
-            refresh_every = refresh_every or window
-        if by is not None:
-            self._state = MondrianVennAbers(
-                model, mode, window, refresh_every, by, min_category, fallback, max_categories
-            )
-        elif mode == "pretrained":
-            self._state = PretrainedVennAbers(model, window, refresh_every)
-        elif mode == "sva":
-            self._state = SimplifiedVennAbers(model, window, refresh_every)
-        else:
-            self._state = VennAbers(model, window)
+    @property
+    def settings(self) -> ClassifierSettings:
+        """The classifier's settings (all but the model) as one checked object."""
+        return ClassifierSettings(**{name: getattr(self, name) for name in SETTINGS})
 
     @property
     def _wrapped_model(self):
@@ -241,6 +245,41 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         """Categories dropped so far to stay within ``max_categories`` (0 without ``by``)."""
         return getattr(self._state, "evictions", 0)
 
+    @property
+    def alarm(self) -> bool:
+        """With ``protect``: True once a protector's test martingale reached 1 / alpha
+        (sticky); False without ``protect``."""
+        return self._protection is not None and self._protection.alarm_at is not None
+
+    @property
+    def alarm_at(self) -> int | None:
+        """With ``protect``: the number of labels learned when the alarm fired (None
+        before, and without ``protect``)."""
+        return None if self._protection is None else self._protection.alarm_at
+
+    @property
+    def log_martingale(self) -> float | None:
+        """With ``protect``: ln of the test martingale (with ``by``, the largest over the
+        categories); None without ``protect``."""
+        return None if self._protection is None else self._protection.log_martingale
+
+    @property
+    def protectors(self) -> dict:
+        """With ``protect``: the protector of each category (``None`` without ``by``),
+        created at its first label; empty without ``protect``."""
+        return {} if self._protection is None else dict(self._protection.protectors)
+
+    def _protect_target(self, x: dict, kwargs) -> tuple:
+        """(key of x's given p, x's category) for the protection."""
+        if self.by is None:
+            category = None
+        else:
+            category = kwargs["category"] if "category" in kwargs else category_of(self.by, x)
+        return self._protection.key(category, x), category
+
+    def _protected(self, x: dict, kwargs, p: float) -> float:
+        return self._protection.predict(*self._protect_target(x, kwargs), p)
+
     def _category(self, kwargs) -> tuple:
         """``(category,)`` if the caller gave ``category=``, else ``()``."""
         if "category" not in kwargs:
@@ -258,21 +297,44 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         """
         st = self._state
         score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
-        return VennAbersInterval(p0, p1, SCALAR_MERGES[self.merge](p0, p1), score)
+        p = SCALAR_MERGES[self.merge](p0, p1)
+        if self._protection is None:
+            return VennAbersInterval(p0, p1, p, score)
+        return VennAbersInterval(p0, p1, p, score, self._protected(x, kwargs, p))
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
         _, p0, p1 = self._state.predict(x, *self._category(kwargs))
         p = SCALAR_MERGES[self.merge](p0, p1)
+        if self._protection is not None:
+            p = self._protected(x, kwargs, p)
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict, **kwargs) -> bool:
         return self.predict_proba_one(x, **kwargs)[True] > 0.5
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
+        """Learn label ``y`` of ``x``. With ``by``, ``category=`` as for the prediction.
+        With ``protect``, ``p=`` may give the base p that was predicted for ``x`` (the
+        stream processor keeps it); without ``protect`` it is not used."""
+        y = check_label(y)
+        prot = self._protection
+        if prot is not None:
+            given = kwargs.get("p")
+            if given is not None:
+                given = check_probability(given)
+            key, category = self._protect_target(x, kwargs)
+            base = prot.given(key)  # forgets x's entry, whether p= is given or not
+            if given is not None:
+                base = given
+            elif base is None:  # not looked up: the p x gets now, before its label
+                _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+                base = SCALAR_MERGES[self.merge](p0, p1)
         if kwargs:
-            self._state.learn(x, check_label(y), *self._category(kwargs))
+            self._state.learn(x, y, *self._category(kwargs))
         else:
-            self._state.learn(x, check_label(y))
+            self._state.learn(x, y)
+        if prot is not None:  # after the model's learn: a model error leaves all unchanged
+            prot.learn(category, base, y)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the river model's own pickle, and the
@@ -296,15 +358,17 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             "min_category": self.min_category,
             "fallback": self.fallback,
             "max_categories": self.max_categories,
+            "protect": self.protect,
+            "protection": None if self._protection is None else self._protection.to_state(),
             "model": pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL),
             "mode_state": self._state.to_state(),
         }
 
     @classmethod
-    def from_state(cls, state: dict, by=None) -> VennAbersClassifier:
+    def from_state(cls, state: dict, *, by=None) -> VennAbersClassifier:
         """The classifier ``to_state`` described (unpickles the model: trusted input only).
 
-        A callable ``by`` is not plain data: pass it again as ``by``.
+        A callable ``by`` is not plain data: pass it again as ``by=``.
 
         >>> from river import linear_model
         >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), window=3, by="g")
@@ -330,9 +394,39 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             min_category=state["min_category"],
             fallback=state["fallback"],
             max_categories=state["max_categories"],
+            protect=state.get("protect", False),  # states saved before protection: off
         )
-        if state["mondrian"]:
-            clf._state.load_state(state["mode_state"])
-        else:
-            clf._state = type(clf._state).from_state(model, state["mode_state"])
+        clf._state = _new_mode_state(model, clf.settings, state["mode_state"])
+        if state.get("protection") is not None:
+            bound = clf.max_categories if clf.by is not None else None
+            clf._protection = Protection.from_state(state["protection"], max_categories=bound)
         return clf
+
+
+_MODE_CLASSES = {"pretrained": PretrainedVennAbers, "sva": SimplifiedVennAbers, "va": VennAbers}
+
+
+def _new_mode_state(model, settings: ClassifierSettings, state: dict | None = None):
+    """The mode object of ``settings`` scoring with ``model``: empty, or the one ``state``
+    (its ``to_state()``) describes."""
+    refresh = settings.refresh_period
+    if settings.by is not None:
+        mondrian = {
+            "mode": settings.mode,
+            "window": settings.window,
+            "refresh_every": refresh,
+            "by": settings.by,
+            "min_category": settings.min_category,
+            "fallback": settings.fallback,
+            "max_categories": settings.max_categories,
+        }
+        if state is None:
+            return MondrianVennAbers(model, **mondrian)
+        return MondrianVennAbers.from_state(state, model=model, **mondrian)
+    if state is not None:
+        return _MODE_CLASSES[settings.mode].from_state(state, model=model)
+    if settings.mode == "pretrained":
+        return PretrainedVennAbers(model, settings.window, refresh)
+    if settings.mode == "sva":
+        return SimplifiedVennAbers(model, settings.window, refresh)
+    return VennAbers(model, settings.window)

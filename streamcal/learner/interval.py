@@ -25,6 +25,9 @@ class VennAbersInterval:
         The chosen merge of ``(p0, p1)`` into one probability.
     score
         The wrapped model's raw P(True) for the object (0.5 when the model returned ``{}``).
+    p_protected
+        The protected probability (``VennAbersClassifier(protect=True)``): p recalibrated
+        by the classifier's protector; None without protection.
 
     >>> iv = VennAbersInterval(p0=0.2, p1=0.4, p=1 / 3, score=0.9)
     >>> round(iv.width, 6), 0.3 in iv
@@ -37,6 +40,7 @@ class VennAbersInterval:
     p1: float
     p: float
     score: float
+    p_protected: float | None = None
 
     @property
     def lower(self) -> float:

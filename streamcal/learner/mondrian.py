@@ -45,7 +45,8 @@ import numpy as np
 
 from streamcal.core import ScoreStore
 from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.scoring import score_one
+from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_sorted
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
@@ -102,21 +103,21 @@ class _Category(PretrainedVennAbers):
         return {**super().to_state(), "positions": list(self.positions)}
 
     @classmethod
-    def from_state(cls, owner: MondrianVennAbers, state: dict) -> _Category:
+    def from_state(cls, state: dict, *, owner: MondrianVennAbers) -> _Category:
         """The category ``to_state`` described, handing over to ``owner``."""
         self = cls(owner)
-        plain = PretrainedVennAbers.from_state(owner.model, state)
+        plain = PretrainedVennAbers.from_state(state, model=owner.model)
         for k in ("store", "calibration", "n_seen", "n_learned", "version"):
             setattr(self, k, getattr(plain, k))
         self.positions = deque(state["positions"])
         return self
 
 
-class MondrianVennAbers:
+class MondrianVennAbers(OrdersFeatures):
     """Per-category state of any mode, sharing one model (see the module docstring).
 
     >>> from river import linear_model
-    >>> va = MondrianVennAbers(linear_model.LogisticRegression(), "pretrained", window=2,
+    >>> va = MondrianVennAbers(linear_model.LogisticRegression(), mode="pretrained", window=2,
     ...                        refresh_every=2, by="g", max_categories=2)
     >>> for i in range(12):
     ...     va.learn({"a": float(i), "g": i % 3}, i % 2)
@@ -129,13 +130,14 @@ class MondrianVennAbers:
     def __init__(
         self,
         model,
+        *,
         mode: str,
         window: int | None,
         refresh_every: int | None,
         by,
         min_category: int = 0,
         fallback: str | None = None,
-        max_categories: int = 1000,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
         self.model, self.mode, self.by = model, mode, by
         self.window, self.refresh_every = window, refresh_every
@@ -147,6 +149,7 @@ class MondrianVennAbers:
         self.waiting: list = []  # (position, features, label): left calibration, not learned
         self.pooled = ScoreStore() if fallback == "pooled" else None
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
+        self._order = FeatureOrder()  # for categories without a state yet
 
     @property
     def calibration_size(self) -> int:
@@ -163,7 +166,7 @@ class MondrianVennAbers:
         c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
         if st is None:
-            s = score_one(self.model, x)
+            s = score_sorted(self.model, self._order.ordered(x))
             if self.pooled is None:
                 return s, 0.0, 1.0  # what an empty calibration set gives
             p0, p1 = self.pooled.query(s)
@@ -250,16 +253,18 @@ class MondrianVennAbers:
             "n_model_learns": self._n_model_learns,
         }
 
-    def load_state(self, state: dict) -> None:
-        """Replace this (new, empty) object's state by the one ``to_state`` described."""
-        self.categories = OrderedDict()
+    @classmethod
+    def from_state(cls, state: dict, *, model, **settings) -> MondrianVennAbers:
+        """The object ``to_state`` described, scoring with ``model``; ``settings`` are the
+        constructor's keywords (the classifier keeps them)."""
+        self = cls(model, **settings)
         for c, st_state in state["categories"]:
             if self.mode == "pretrained":
-                st = _Category.from_state(self, st_state)
+                st = _Category.from_state(st_state, owner=self)
             elif self.mode == "sva":
-                st = SimplifiedVennAbers.from_state(self.model, st_state)
+                st = SimplifiedVennAbers.from_state(st_state, model=model)
             else:
-                st = VennAbers.from_state(self.model, st_state)
+                st = VennAbers.from_state(st_state, model=model)
             st._seen = state["n_model_learns"]  # the restored caches are empty anyway
             self.categories[_key(c)] = st
         self.evictions = state["evictions"]
@@ -272,3 +277,4 @@ class MondrianVennAbers:
                 self.pooled = ScoreStore.from_arrays(
                     np.concatenate([a[0] for a in arrays]), np.concatenate([a[1] for a in arrays])
                 )
+        return self

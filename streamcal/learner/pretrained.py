@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.scoring import canonical, score_sorted
+from streamcal.learner.scoring import score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
@@ -67,7 +67,7 @@ class PretrainedVennAbers(CalibrationWindow):
         cache = self._cache
         if cache is not None and cache[1] == self.version and cache[0] == x:
             return cache[0], cache[2]
-        cx = canonical(x)
+        cx = self._order.canonical(x)
         s = score_sorted(self.model, cx)
         self._cache = (cx, self.version, s)
         return cx, s
@@ -96,9 +96,9 @@ class PretrainedVennAbers(CalibrationWindow):
         )
 
     @classmethod
-    def from_state(cls, model, state: dict) -> PretrainedVennAbers:
+    def from_state(cls, state: dict, *, model) -> PretrainedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls._from_window_state(model, state)
+        self = cls._from_window_state(state, model=model)
         self.calibration = deque(tuple(c) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]

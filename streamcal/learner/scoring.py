@@ -15,25 +15,72 @@ from river import compose
 
 from streamcal.core.validate import check_score
 
-__all__ = ["canonical", "ordered", "score_one", "score_sorted", "score_many", "LearnScore"]
+__all__ = [
+    "FeatureOrder",
+    "canonical",
+    "ordered",
+    "score_one",
+    "score_sorted",
+    "score_many",
+    "LearnScore",
+]
 
 
 def _sorted_keys(x: dict) -> tuple[list, bool]:
     """(canonical key order of ``x``, whether ``x`` is already in it)."""
-    order = tuple(x)
-    last = _last[0]  # one read: safe if threads share it
-    if order == last[0]:  # streams mostly repeat one key order: sort it once
-        return last[1], last[2]
     try:
         keys = sorted(x)
     except TypeError:
         keys = sorted(x, key=repr)
-    in_order = order == tuple(keys)
-    _last[0] = (order, keys, in_order)
-    return keys, in_order
+    return keys, tuple(x) == tuple(keys)
 
 
-_last: list = [((), [], True)]  # [(key order seen last, its sorted keys, already sorted)]
+class FeatureOrder:
+    """``canonical`` and ``ordered`` that remember the last key order they sorted.
+
+    A stream's objects mostly repeat one key order, so it is sorted once, not once per
+    object. Each mode object keeps its own (no state shared between classifiers).
+
+    >>> order = FeatureOrder()
+    >>> order.canonical({"b": 1, "a": 2})
+    {'a': 2, 'b': 1}
+    >>> x = {"a": 1, "b": 2}
+    >>> order.ordered(x) is x, order.ordered({"b": 2, "a": 1})
+    (True, {'a': 1, 'b': 2})
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self):
+        self._last = ((), [], True)  # (key order seen last, its sorted keys, already sorted)
+
+    def _keys(self, x: dict) -> tuple[list, bool]:
+        order = tuple(x)
+        last = self._last  # one read: safe if threads share the object
+        if order == last[0]:
+            return last[1], last[2]
+        keys, in_order = _sorted_keys(x)
+        self._last = (order, keys, in_order)
+        return keys, in_order
+
+    def canonical(self, x: dict) -> dict:
+        """See the module function ``canonical``."""
+        return {k: x[k] for k in self._keys(x)[0]}
+
+    def ordered(self, x: dict) -> dict:
+        """See the module function ``ordered``."""
+        keys, in_order = self._keys(x)
+        return x if in_order else {k: x[k] for k in keys}
+
+
+class OrdersFeatures:
+    """Mixin of the mode objects: ``self._order``, a ``FeatureOrder`` of their own, also
+    after unpickling an object saved by a streamcal that did not have one."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "_order" not in state:
+            self._order = FeatureOrder()
 
 
 def canonical(x: dict) -> dict:
@@ -49,7 +96,8 @@ def ordered(x: dict) -> dict:
     """``x`` itself if its features are already in canonical order, else ``canonical(x)``.
 
     For objects that are only read (scored, learned), never kept: no copy on the common
-    path, where a stream's objects arrive in one key order, often already sorted.
+    path, where a stream's objects arrive in one key order, often already sorted. (The
+    mode objects use a ``FeatureOrder``, which also sorts that key order only once.)
 
     >>> x = {"a": 1, "b": 2}
     >>> ordered(x) is x, ordered({"b": 2, "a": 1})

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.scoring import LearnScore, canonical, ordered, score_one
+from streamcal.learner.scoring import LearnScore, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["SimplifiedVennAbers"]
@@ -44,7 +44,7 @@ class SimplifiedVennAbers(CalibrationWindow):
         self._learn_score = LearnScore(model)
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        super().__setstate__(state)
         if "_learn_score" not in state:  # pickled by an earlier streamcal (a checkpoint)
             self._learn_score = LearnScore(self.model)
 
@@ -57,22 +57,22 @@ class SimplifiedVennAbers(CalibrationWindow):
         return self._window_state(pairs=[list(p) for p in self.pairs], n_seen=self.n_seen)
 
     @classmethod
-    def from_state(cls, model, state: dict) -> SimplifiedVennAbers:
+    def from_state(cls, state: dict, *, model) -> SimplifiedVennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls._from_window_state(model, state)
+        self = cls._from_window_state(state, model=model)
         self.pairs = deque(tuple(p) for p in state["pairs"])
         self.n_seen = state["n_seen"]
         return self
 
     def predict(self, x) -> tuple[float, float, float]:
-        s = score_one(self.model, x)
+        s = score_sorted(self.model, self._order.ordered(x))
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
     def learn(self, x, y: int) -> None:
         keep = self.refresh_every and self.window is not None
         # the order the model always sees; a copy only if the features are kept
-        x = canonical(x) if keep else ordered(x)
+        x = self._order.canonical(x) if keep else self._order.ordered(x)
         s = self._learn_score(x, bool(y))
         self.store.add(s, y)
         self.n_seen += 1

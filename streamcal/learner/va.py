@@ -23,12 +23,12 @@ import numpy as np
 
 from streamcal.core import venn_abers
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
-from streamcal.learner.scoring import canonical, score_many, score_sorted
+from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many, score_sorted
 
 __all__ = ["VennAbers"]
 
 
-class VennAbers:
+class VennAbers(OrdersFeatures):
     """State of the "va" mode (see the module docstring).
 
     >>> from river import naive_bayes
@@ -49,6 +49,7 @@ class VennAbers:
         self.labels = np.zeros(window, dtype=np.int64)  # ring, aligned with the matrix rows
         self.version = 0  # bumped at every learn; guards the prediction cache
         self._cache = None  # (features, version, prediction) of the last object predicted
+        self._order = FeatureOrder()
 
     @property
     def calibration_size(self) -> int:
@@ -59,7 +60,7 @@ class VennAbers:
         cache = self._cache
         if cache is not None and cache[1] == self.version and cache[0] == x:
             return cache[2]
-        x = canonical(x)
+        x = self._order.canonical(x)
         s = score_sorted(self.model, x)
         if self.matrix is None:
             xs = [o[0] for o in self.objects]
@@ -94,7 +95,7 @@ class VennAbers:
         }
 
     @classmethod
-    def from_state(cls, model, state: dict) -> VennAbers:
+    def from_state(cls, state: dict, *, model) -> VennAbers:
         """The mode object ``to_state`` described, scoring with ``model``."""
         self = cls(model, state["window"])
         self.objects = deque(tuple(o) for o in state["objects"])
@@ -105,7 +106,7 @@ class VennAbers:
         return self
 
     def learn(self, x, y: int) -> None:
-        x = canonical(x)  # a copy, in the order the model always sees
+        x = self._order.canonical(x)  # a copy, in the order the model always sees
         self.model.learn_one(x, bool(y))
         self.version += 1
         self.objects.append((x, y))

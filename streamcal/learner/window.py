@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections import deque
 
 from streamcal.core import ScoreStore
-from streamcal.learner.scoring import score_many
+from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many
 
 __all__ = ["CalibrationWindow"]
 
 
-class CalibrationWindow:
+class CalibrationWindow(OrdersFeatures):
     """Base of the store-backed modes; subclasses add their own pairs and counters."""
 
     def __init__(self, model, window: int | None, refresh_every: int | None):
@@ -28,6 +28,7 @@ class CalibrationWindow:
         self.window = window
         self.refresh_every = refresh_every
         self.store = ScoreStore()
+        self._order = FeatureOrder()
 
     def _window_state(self, **own) -> dict:
         """Plain data of the shared parts, plus the subclass's ``own`` entries."""
@@ -47,7 +48,7 @@ class CalibrationWindow:
         return deque((c[0], c[1], s) for c, s in zip(items, scores, strict=True))
 
     @classmethod
-    def _from_window_state(cls, model, state: dict):
+    def _from_window_state(cls, state: dict, *, model):
         """A mode object with the shared parts of ``state``; the caller restores the rest."""
         self = cls(model, state["window"], state["refresh_every"])
         self.store = ScoreStore.from_arrays(*state["store"])

@@ -6,12 +6,18 @@ p0, p1, loss terms, reliability bins); a row is therefore a category's own stati
 and the ``"(other)"`` row is the sum of every category outside the top ``k`` by volume.
 Memory is bounded: the first ``max_categories`` categories are counted one by one, any
 later one only in ``"(other)"``.
+
+With protection (a protector per category, ``docs/alerts.md``), a row also has the
+protected probability's losses (sums, as above) and the category protector's latest
+reported state. That state does not add up: ``"(other)"`` shows the largest log S of the
+categories in it, alarm 1 if any of theirs fired, and no ``alarm_at``.
 """
 
 from __future__ import annotations
 
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.reliability import ReliabilityBins
-from streamcal.monitoring.schema import CATEGORY_KEYS
+from streamcal.monitoring.schema import CATEGORY_KEYS, CATEGORY_PROTECTION_KEYS
 
 __all__ = ["CategoryBreakdown", "OTHER"]
 
@@ -21,14 +27,18 @@ OTHER = "(other)"  # the row of the categories outside the top k
 class _Sums:
     """Additive statistics of one category (or of several, summed)."""
 
-    __slots__ = ("labels", "ones", "p0", "p1", "log", "square", "bins")
+    __slots__ = ("labels", "ones", "p0", "p1", "log", "square", "bins",
+                 "prot_labels", "prot_log", "prot_square", "protection")  # fmt: skip
+    # Slots added later, with their initial values: states written before them lack them.
+    _LATER = {"prot_labels": 0, "prot_log": 0.0, "prot_square": 0.0, "protection": None}
 
     def __init__(self, bins: int):
-        self.labels = self.ones = 0
-        self.p0 = self.p1 = self.log = self.square = 0.0
+        self.labels = self.ones = self.prot_labels = 0
+        self.p0 = self.p1 = self.log = self.square = self.prot_log = self.prot_square = 0.0
         self.bins = ReliabilityBins(bins)
+        self.protection = None  # the category protector's latest reported state
 
-    def update(self, p0, p1, y, p, log, square) -> None:
+    def update(self, p0, p1, y, p, log, square, prot_log=None, prot_square=None) -> None:
         self.labels += 1
         self.ones += y
         self.p0 += p0
@@ -36,19 +46,26 @@ class _Sums:
         self.log += log
         self.square += square
         self.bins.update(p, y)
+        if prot_log is not None:
+            self.prot_labels += 1
+            self.prot_log += prot_log
+            self.prot_square += prot_square
 
     def add(self, other: _Sums) -> None:
-        for k in ("labels", "ones", "p0", "p1", "log", "square"):
+        for k in ("labels", "ones", "p0", "p1", "log", "square", "prot_labels", "prot_log",
+                  "prot_square"):  # fmt: skip
             setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.protection = _merged(self.protection, other.protection)
         b, o = self.bins, other.bins
         for i in range(b.bins):
             b.counts[i] += o.counts[i]
             b.ones[i] += o.ones[i]
             b.sums[i] += o.sums[i]
 
-    def row(self, category: str) -> dict:
-        n = self.labels
+    def row(self, category: str, protection: bool = False) -> dict:
+        n, m = self.labels, self.prot_labels
         mean = (lambda v: v / n) if n else (lambda v: None)
+        out = {"category": category}
         values = {
             "labels": n,
             "log_loss": mean(self.log),
@@ -59,13 +76,27 @@ class _Sums:
             "frequency": mean(self.ones),
             "mean_p1": mean(self.p1),
         }
-        return {"category": category, **{k: values[k] for k in CATEGORY_KEYS}}
+        out.update((k, values[k]) for k in CATEGORY_KEYS)
+        if protection:
+            prot = self.protection or {}
+            values = {
+                "protected_labels": m,
+                "protected_log_loss": self.prot_log / m if m else None,
+                "protected_square_loss": self.prot_square / m if m else None,
+                "log_martingale": prot.get("log_martingale"),
+                "alarm": prot.get("alarm"),
+                "alarm_at": prot.get("alarm_at"),
+            }
+            out.update((k, values[k]) for k in CATEGORY_PROTECTION_KEYS)
+        return out
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
 
     def to_state(self) -> dict:
         state = self.__getstate__()
+        if state["protection"] is not None:
+            state["protection"] = dict(state["protection"])
         state["bins"] = [list(v) if isinstance(v, list) else v for v in self.bins.__getstate__()]
         return state
 
@@ -78,7 +109,26 @@ class _Sums:
 
     def __setstate__(self, state):
         for k in self.__slots__:
-            setattr(self, k, state[k])
+            setattr(self, k, state[k] if k in state else self._LATER[k])
+
+
+def _merged(a: dict | None, b: dict | None) -> dict | None:
+    """The protector state shown for several categories together: the largest log S,
+    alarm if any fired; no alarm_at (their label counts are their own).
+
+    >>> _merged({"log_martingale": 1.0, "alarm": 0, "alarm_at": None},
+    ...         {"log_martingale": 5.0, "alarm": 1, "alarm_at": 30})
+    {'log_martingale': 5.0, 'alarm': 1, 'alarm_at': None}
+    """
+    if b is None:
+        return a
+    if a is None:
+        return {**b, "alarm_at": None}
+    return {
+        "log_martingale": max(a["log_martingale"], b["log_martingale"]),
+        "alarm": max(a["alarm"], b["alarm"]),
+        "alarm_at": None,
+    }
 
 
 class CategoryBreakdown:
@@ -91,7 +141,11 @@ class CategoryBreakdown:
     [('a', 2, 0.4, 0.5), ('(other)', 1, 0.1, 1.0)]
     """
 
-    def __init__(self, top_k: int = 10, bins: int = 10, max_categories: int = 1000):
+    protected = False  # the default of breakdowns pickled before protection
+
+    def __init__(
+        self, top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
+    ):
         for name, v in (("top_k", top_k), ("max_categories", max_categories)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -100,9 +154,9 @@ class CategoryBreakdown:
         self.max_categories = max_categories
         self.sums: dict[str, _Sums] = {}
         self.untracked = _Sums(bins)  # categories beyond max_categories
+        self.protected = False  # rows carry the protection keys once any category had them
 
-    def update(self, category, p0, p1, y, p, log, square) -> None:
-        """One labelled prediction of ``category`` (any value; rows name it by ``str``)."""
+    def _sums(self, category) -> _Sums:
         key = str(category)
         s = self.sums.get(key)
         if s is None:
@@ -110,19 +164,38 @@ class CategoryBreakdown:
                 s = self.untracked
             else:
                 s = self.sums[key] = _Sums(self.bins)
-        s.update(p0, p1, y, p, log, square)
+        return s
+
+    def update(self, category, p0, p1, y, p, log, square, prot_log=None, prot_square=None):
+        """One labelled prediction of ``category`` (any value; rows name it by ``str``),
+        with the loss terms of its protected probability if it had one."""
+        self._sums(category).update(
+            p0, p1, y, p=p, log=log, square=square, prot_log=prot_log, prot_square=prot_square
+        )
+        if prot_log is not None:
+            self.protected = True
+
+    def update_protection(self, category, state: dict) -> None:
+        """The latest state of ``category``'s protector (``log_martingale``, ``alarm``,
+        ``alarm_at``: checked by ``CalibrationTracker.update_protection``)."""
+        s = self._sums(category)
+        state = {k: state[k] for k in ("log_martingale", "alarm", "alarm_at")}
+        # The untracked bucket mixes categories: the largest log S and any alarm so far.
+        s.protection = _merged(s.protection, state) if s is self.untracked else state
+        self.protected = True
 
     def rows(self) -> list[dict]:
         """The top ``k`` categories by labels (ties by name), then ``"(other)"`` if any
         labels fell outside them: each a dict ``{"category", *CATEGORY_KEYS}``."""
         ranked = sorted(self.sums.items(), key=lambda kv: (-kv[1].labels, kv[0]))
-        out = [s.row(c) for c, s in ranked[: self.top_k]]
+        prot = self.protected
+        out = [s.row(c, prot) for c, s in ranked[: self.top_k]]
         other = _Sums(self.bins)
         for _, s in ranked[self.top_k :]:
             other.add(s)
         other.add(self.untracked)
         if other.labels:
-            out.append(other.row(OTHER))
+            out.append(other.row(OTHER, prot))
         return out
 
     def to_state(self) -> dict:
@@ -133,6 +206,7 @@ class CategoryBreakdown:
             "max_categories": self.max_categories,
             "sums": [[c, s.to_state()] for c, s in self.sums.items()],
             "untracked": self.untracked.to_state(),
+            "protected": self.protected,
         }
 
     @classmethod
@@ -147,4 +221,5 @@ class CategoryBreakdown:
         self = cls(state["top_k"], state["bins"], state["max_categories"])
         self.sums = {c: _Sums.from_state(s) for c, s in state["sums"]}
         self.untracked = _Sums.from_state(state["untracked"])
+        self.protected = state.get("protected", False)  # not in states from before protection
         return self

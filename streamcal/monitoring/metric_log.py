@@ -9,9 +9,10 @@ Two inputs, one JSON object per line:
 * a **predictions file joined with labels**: each line has at least ``p0``, ``p1`` (the
   Venn-Abers pair, in [0, 1]; p0 <= p1 except in full VA) and ``label`` (0/1 or false/true);
   optionally ``score`` (the raw model probability of 1) and ``p`` (the merged probability;
-  default p1 / (1 - p0 + p1)) and ``category`` (a Mondrian category: a string or a
-  number); ``null`` means absent. Other keys (``id``, ``ts``, ...) are ignored. Lines are
-  taken in stream order. Example::
+  default p1 / (1 - p0 + p1)), ``category`` (a Mondrian category: a string or a
+  number) and ``p_protected`` (a protector's probability, see ``docs/alerts.md``: its
+  losses are tracked); ``null`` means absent. Other keys (``id``, ``ts``, ...) are
+  ignored. Lines are taken in stream order. Example::
 
       {"id": "e17", "p0": 0.21, "p1": 0.34, "label": 1, "score": 0.62, "category": "fr"}
 
@@ -209,7 +210,7 @@ def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
 
 def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, {"p0", "p1", "label", "score", "p", "category"})`` from a
-    predictions file.
+    predictions file (and ``"p_protected"`` when the file has one).
 
     Types are checked here; ranges (all in [0, 1]) by the tracker.
     """
@@ -218,7 +219,7 @@ def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]
         for k in PREDICTION_FIELDS:
             if k not in obj or obj[k] is None:
                 raise ValueError(f"{p}: line {n}: missing field {k!r}")
-        for k in ("p0", "p1", "score", "p"):
+        for k in ("p0", "p1", "score", "p", "p_protected"):
             v = obj.get(k)
             if v is not None and not _is_number(v):
                 raise ValueError(f"{p}: line {n}: field {k!r} must be a number, got {v!r}")
@@ -234,17 +235,17 @@ def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]
             raise ValueError(
                 f"{p}: line {n}: field 'label' must be 0/1 or false/true, got {label!r}"
             )
-        yield (
-            n,
-            {
-                "p0": obj["p0"],
-                "p1": obj["p1"],
-                "label": int(label),
-                "score": obj.get("score"),
-                "p": obj.get("p"),
-                "category": category,
-            },
-        )
+        rec = {
+            "p0": obj["p0"],
+            "p1": obj["p1"],
+            "label": int(label),
+            "score": obj.get("score"),
+            "p": obj.get("p"),
+            "category": category,
+        }
+        if obj.get("p_protected") is not None:  # else the record is as it was before
+            rec["p_protected"] = obj["p_protected"]
+        yield n, rec
 
 
 def metric_log_from_predictions(
@@ -283,6 +284,7 @@ def metric_log_from_predictions(
                 score=rec["score"],
                 p=rec["p"],
                 category=rec["category"],
+                p_protected=rec.get("p_protected"),
             )
         except ValueError as exc:
             raise ValueError(f"{p}: line {n}: {exc}") from None

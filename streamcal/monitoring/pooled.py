@@ -6,7 +6,8 @@ metric logs of several instances; a unit that moves between instances continues 
 counts in another log. ``latest_by_unit`` keeps the newest line of each unit (the one
 that has seen the most input), ``pool`` adds such lines up field by field as the metric
 schema says (``MetricField.pooling``: counters summed, losses and means weighted by the
-labels they are over, reliability bins added and the ECE recomputed from them), and
+labels they are over, reliability bins added and the ECE recomputed from them, a
+per-unit figure such as the label count at which a unit's alarm fired left out), and
 ``pooled_log`` turns interleaved lines into one series of pooled lines over time, for
 the report's figures.
 
@@ -79,16 +80,19 @@ def _add_bins(tables):
 
 def pool(lines) -> dict:
     """One line for the units whose (latest) ``lines`` are given: each field of the schema
-    pooled as ``MetricField.pooling`` says; None where no unit has a value."""
+    pooled as ``MetricField.pooling`` says; None where no unit has a value, absent if it
+    belongs to a feature (``MetricField.only_with``) that no unit has a value of."""
     lines = list(lines)
     out: dict = {}
     bins_of: dict = {}
     for f in schema.FIELDS:
         how = f.pooling
         values = [(ln.get(f.key), ln) for ln in lines if ln.get(f.key) is not None]
+        if f.only_with and not values:
+            continue  # a feature no unit uses (protection): left out, as in their lines
         if how == "bins":
             out[f.key] = bins_of[f.key] = _add_bins([v for v, _ in values])
-        elif not values and not how.startswith("ece:"):
+        elif how == "none" or (not values and not how.startswith("ece:")):
             out[f.key] = None
         elif how == "sum":
             out[f.key] = sum(v for v, _ in values)

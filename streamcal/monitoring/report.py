@@ -8,7 +8,10 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
 * ``width.png``: the Venn-Abers interval width p1 - p0 over time;
 * ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time;
 * ``categories.png`` (metric logs with per-category lines, see
-  ``CalibrationTracker.category_snapshots``): the same band per category, one row each.
+  ``CalibrationTracker.category_snapshots``): the same band per category, one row each;
+* ``protection.png`` (metric logs with protection, ``docs/alerts.md``): the log of the
+  protector's test martingale over labels, its alarm level ln(1/alpha) and the moment the
+  alarm fired; the loss figure and tables then also show the protected probability.
 
 Several metric logs (the instances of a ``--scope partition`` job), or one log with lines
 of several units: the tables and figures are of the units pooled
@@ -41,7 +44,8 @@ __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyEr
 
 FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
 CATEGORY_FIGURE = "categories.png"
-_CAL, _RAW = "#1f5fa8", "#d9731a"
+PROTECTION_FIGURE = "protection.png"
+_CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
 
 
 class MissingDependencyError(ImportError):
@@ -124,8 +128,10 @@ def _reliability_panel(fig, spec, bins, title, colour):
 def reliability_figure(last: dict, path: Path) -> None:
     fig = _figure(8.0, 4.6)
     gs = fig.add_gridspec(1, 2)
-    _reliability_panel(fig, gs[0], last.get("reliability"), "calibrated p (Venn-Abers)", _CAL)
-    _reliability_panel(fig, gs[1], last.get("raw_reliability"), "raw model score", _RAW)
+    _reliability_panel(fig, gs[0], bins=last.get("reliability"),
+                       title="calibrated p (Venn-Abers)", colour=_CAL)  # fmt: skip
+    _reliability_panel(fig, gs[1], bins=last.get("raw_reliability"),
+                       title="raw model score", colour=_RAW)  # fmt: skip
     _save(fig, path)
 
 
@@ -140,9 +146,17 @@ def _settled_limits(x, series):
     return lo - pad, hi + pad
 
 
+def has_protection(log, key: str = "log_martingale") -> bool:
+    """Whether any line of ``log`` has a value of ``key``: ``log_martingale`` for a
+    protector's state, ``protected_log_loss`` for protected probabilities (a predictions
+    file may carry those alone)."""
+    return any(line.get(key) is not None for line in log)
+
+
 def loss_figure(log, path: Path) -> None:
     fig = _figure(8.0, 3.8)
     x = _series(log, "labels")
+    protected = has_protection(log, "protected_log_loss")
     for i, (name, key) in enumerate((("log loss", "log_loss"), ("square loss", "square_loss"))):
         ax = fig.add_subplot(1, 2, i + 1)
         lines = [
@@ -151,6 +165,11 @@ def loss_figure(log, path: Path) -> None:
             (key, _CAL, 1.8, 1.0, "calibrated, cumulative"),
             ("raw_" + key, _RAW, 1.8, 1.0, "raw, cumulative"),
         ]
+        if protected:
+            lines += [
+                ("recent_protected_" + key, _PROT, 0.8, 0.45, "protected, rolling"),
+                ("protected_" + key, _PROT, 1.8, 1.0, "protected, cumulative"),
+            ]
         series = []
         for k, colour, lw, alpha, label in lines:
             series.append(_series(log, k))
@@ -185,6 +204,47 @@ def width_figure(log, path: Path) -> None:
         ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
+    _save(fig, path)
+
+
+def alarm_moment(log) -> float | None:
+    """Where the alarm fired on the labels axis: the ``alarm_at`` of the last line that has
+    one (a single unit's log), else the labels of the first line with ``alarm`` 1 (units
+    pooled: their label counts are their own), else None.
+
+    >>> alarm_moment([{"labels": 10, "alarm": 0}, {"labels": 20, "alarm": 1, "alarm_at": 17}])
+    17.0
+    >>> alarm_moment([{"labels": 10, "alarm": 0}, {"labels": 20, "alarm": 1}])
+    20.0
+    """
+    for line in reversed(log):
+        if line.get("alarm_at") is not None:
+            return float(line["alarm_at"])
+    for line in log:
+        if line.get("alarm") and line.get("labels") is not None:
+            return float(line["labels"])
+    return None
+
+
+def protection_figure(log, path: Path) -> None:
+    """log S over labels, the alarm level ln(1/alpha) and the moment the alarm fired."""
+    fig = _figure(7.0, 3.4)
+    ax = fig.add_subplot()
+    x = _series(log, "labels")
+    ax.plot(x, _series(log, "log_martingale"), color=_PROT, lw=1.4, label="log S")
+    alphas = [line["alarm_alpha"] for line in log if line.get("alarm_alpha")]
+    if alphas:
+        level = math.log(1.0 / alphas[-1])
+        ax.axhline(level, color="crimson", lw=1, ls="--",
+                   label=f"alarm level ln(1/alpha), alpha = {alphas[-1]:g}")  # fmt: skip
+    at = alarm_moment(log)
+    if at is not None:
+        ax.axvline(at, color="crimson", lw=1.2, alpha=0.6, label=f"alarm at label {at:g}")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xlabel("labelled events")
+    ax.set_ylabel("log S (natural log)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
     _save(fig, path)
 
 
@@ -266,12 +326,34 @@ def corollary1_verdict(last: dict) -> str:
     return f"{head}: frequency is {k:.1f} SE {side}"
 
 
+def alarm_verdict(last: dict) -> str | None:
+    """What the protector's alarm says (None without protection).
+
+    >>> alarm_verdict({"alarm": 1, "alarm_at": 695, "alarm_alpha": 0.01, "log_martingale": 9.0})
+    'fired at label 695: p is miscalibrated (false-alarm probability at most 0.01)'
+    >>> alarm_verdict({"alarm": 0, "alarm_alpha": 0.01, "log_martingale": 1.5})
+    'not fired: log S = 1.5, alarm level ln(1/alpha) = 4.61'
+    """
+    if last.get("log_martingale") is None and last.get("alarm") is None:
+        return None
+    alpha = last.get("alarm_alpha")
+    if last.get("alarm"):
+        at = last.get("alarm_at")
+        where = f"at label {at}" if at is not None else "in some unit"
+        bound = f" (false-alarm probability at most {alpha:g})" if alpha else ""
+        return f"fired {where}: p is miscalibrated{bound}"
+    level = f", alarm level ln(1/alpha) = {math.log(1 / alpha):.3g}" if alpha else ""
+    return f"not fired: log S = {last['log_martingale']:.3g}{level}"
+
+
 # The statistics of the tracker, laid out as tables; every other field of the schema
 # that has a title goes into the summary table.
 _LOSS_COLUMNS = ("calibrated", "calibrated, recent", "raw", "raw, recent")
 _LOSS_ROWS = (
     ("log_loss", "recent_log_loss", "raw_log_loss", "recent_raw_log_loss"),
+    ("protected_log_loss", "recent_protected_log_loss", None, None),
     ("square_loss", "recent_square_loss", "raw_square_loss", "recent_raw_square_loss"),
+    ("protected_square_loss", "recent_protected_square_loss", None, None),
     ("ece", None, "raw_ece", None),
     ("mean_width", "recent_mean_width", None, None),
 )
@@ -286,8 +368,16 @@ def _summary_fields():
 def summary(last: dict, categories: list[dict] = ()) -> dict:
     """The numbers the page shows, by metric-log key (from the last line), plus the verdict;
     with per-category lines, ``categories``: each one's numbers and verdict."""
-    out = {f.key: last[f.key] for f in schema.FIELDS if f.title and f.key in last}
+    out = {
+        f.key: last[f.key]
+        for f in schema.FIELDS
+        # A feature's fields (protection) only where it was used: else the summary is as
+        # it was before them.
+        if f.title and f.key in last and (last[f.key] is not None or not f.only_with)
+    }
     out["corollary1"] = corollary1_verdict(last)
+    if alarm_verdict(last) is not None:
+        out["calibration_alarm"] = alarm_verdict(last)
     if categories:
         out["categories"] = [{**r, "corollary1": corollary1_verdict(r)} for r in categories]
     return out
@@ -341,6 +431,15 @@ _READING = {
         "category; a pooled one only on average, and a row whose dot lies clear of its bar is "
         "a segment where 0.9 does not mean 90%."
     ),
+    PROTECTION_FIGURE: (
+        "The protector's test martingale S (natural log; docs/alerts.md): it bets against "
+        "'p is the true probability' and grows only when p is miscalibrated in a way a "
+        "monotone recalibration fixes. The alarm fires when log S reaches the dashed line "
+        "ln(1/alpha); while p is calibrated that happens with probability at most alpha, "
+        "ever (Ville's inequality), however often the chart is looked at. The vertical line "
+        "is the alarm; from there on, prefer the protected probability (green in the loss "
+        "figure) to p. With several units the curve is the largest unit's log S."
+    ),
     "band.png": (
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
         "frequency of 1s (black) lies between mean p0 and mean p1 (blue band), up to sampling "
@@ -372,22 +471,29 @@ def _unit_key(unit: str):
     return (0, int(unit), "") if unit.isdigit() else (1, 0, unit)
 
 
+# With protection, each unit's own protector: the alarm is per unit.
+_UNIT_PROTECTION_COLUMNS = ("protected_log_loss", "log_martingale", "alarm", "alarm_at")
+
+
 def _units_html(units: dict, total: dict) -> str:
     if len(units) < 2:
         return ""
-    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in _UNIT_COLUMNS)
+    columns = _UNIT_COLUMNS
+    if has_protection(units.values()):
+        columns += _UNIT_PROTECTION_COLUMNS
+    head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in columns)
     rows = ""
     for unit in sorted(units, key=_unit_key):
         line = units[unit]
         rows += (
             f'<tr data-unit="{html.escape(unit)}"><td>{html.escape(unit)}</td>'
             f"<td>{html.escape(str(line.get('instance') or ''))}</td>"
-            + "".join(_cell(line, k) for k in _UNIT_COLUMNS)
+            + "".join(_cell(line, k) for k in columns)
             + f"<td>{html.escape(corollary1_verdict(line))}</td></tr>"
         )
     rows += (
         '<tr data-unit="total"><th>total</th><th></th>'
-        + "".join(_cell(total, k) for k in _UNIT_COLUMNS)
+        + "".join(_cell(total, k) for k in columns)
         + f"<td>{html.escape(corollary1_verdict(total))}</td></tr>"
     )
     return (
@@ -410,6 +516,8 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=()) 
         + "".join(_cell(last, k) for k in keys)
         + "</tr>"
         for keys in _LOSS_ROWS
+        # Protected rows only with protection: else the table is as it was before them.
+        if not schema.field(keys[0]).only_with or last.get(keys[0]) is not None
     )
     band = "".join(
         f"<tr><td>{html.escape(schema.field(k).title)}</td>{_cell(last, k)}</tr>" for k in _BAND
@@ -417,9 +525,17 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=()) 
         f'<tr><td>Corollary 1</td><td data-key="corollary1">'
         f"{html.escape(corollary1_verdict(last))}</td></tr>"
     )
+    if alarm_verdict(last) is not None:
+        band += (
+            '<tr><td>calibration alarm</td><td data-key="calibration_alarm">'
+            f"{html.escape(alarm_verdict(last))}</td></tr>"
+        )
     loss_head = "".join(f"<th>{c}</th>" for c in _LOSS_COLUMNS)
     figures = ""
-    for name in FIGURES + ((CATEGORY_FIGURE,) if categories else ()):
+    extra = ((CATEGORY_FIGURE,) if categories else ()) + (
+        (PROTECTION_FIGURE,) if has_protection(log) else ()
+    )
+    for name in FIGURES + extra:
         data = base64.b64encode((out / name).read_bytes()).decode("ascii")
         figures += (
             f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
@@ -522,11 +638,14 @@ def write_report(
     band_figure(log, out / "band.png")
     if categories:
         category_band_figure(categories, out / CATEGORY_FIGURE)
+    if has_protection(log):
+        protection_figure(log, out / PROTECTION_FIGURE)
     source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(
-        _html(log, last, source, kind, title or "streamcal calibration report", out, units,
-              categories),
+        _html(log, last, source=source, kind=kind,
+              title=title or "streamcal calibration report", out=out, units=units,
+              categories=categories),
         encoding="utf-8",
     )  # fmt: skip
     doc = summary(last, categories)

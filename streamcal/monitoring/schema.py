@@ -24,8 +24,13 @@ of each label set. The processor's lines carry ``unit`` (a partition number, or
 units add up to the whole stream's (``streamcal.monitoring.pooled``, used by ``streamcal
 report`` on several metric logs).
 
->>> [f.key for f in FIELDS if f.kind == COUNTER]
-['labels', 'raw_labels', 'events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
+Protection (a protector's recalibrated probability and its test martingale, see
+``docs/alerts.md``): the fields with ``only_with=PROTECTION`` (``PROTECTION_KEYS``) are in
+a tracker's snapshot only once it has seen a protected probability or a protector's
+state; without protection a snapshot is exactly what it was before them.
+
+>>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
+['events', 'predictions', 'expired', 'dead_letters', 'merge_stalls']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -38,12 +43,15 @@ __all__ = [
     "BINS",
     "CATEGORY",
     "CATEGORY_KEYS",
+    "CATEGORY_PROTECTION_KEYS",
     "COUNTER",
     "FIELDS",
     "GAUGE",
     "INFO",
     "LABELS",
     "PROCESSOR",
+    "PROTECTION",
+    "PROTECTION_KEYS",
     "TRACKER",
     "Label",
     "MetricField",
@@ -61,9 +69,12 @@ KINDS = (COUNTER, GAUGE, INFO, BINS)
 TRACKER, PROCESSOR = "tracker", "processor"
 # How the lines of several units pool into the whole stream's (``MetricField.pool``):
 # summed, the largest, a mean weighted by another field, info values joined, reliability
-# bins added, the ECE of the added bins of another field.
-POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "join", "bins",
-         "ece:reliability", "ece:raw_reliability")  # fmt: skip
+# bins added, the ECE of the added bins of another field, or none (a per-unit figure
+# that means nothing for several units: null in a pooled line).
+POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "mean:protected_labels", "join",
+         "bins", "ece:reliability", "ece:raw_reliability", "none")  # fmt: skip
+# The optional feature a field belongs to (``MetricField.only_with``).
+PROTECTION = "protection"
 # The labels of a processor's metric line: which unit of calibration (a partition number,
 # or "global") and which instance (--instance-id, default host:pid) it comes from.
 UNIT_LABELS = ("unit", "instance")
@@ -89,7 +100,8 @@ class MetricField:
     ``labels`` the names of the labels it may be broken down by; ``pool`` how the
     lines of several units add up to the whole stream's (``POOLS``; default: counters
     summed, tracker gauges averaged weighted by labels, other gauges summed, info
-    joined, bins added).
+    joined, bins added); ``only_with`` the optional feature it belongs to (``PROTECTION``):
+    a tracker snapshot carries the field only when that feature is in use.
     """
 
     key: str
@@ -101,6 +113,7 @@ class MetricField:
     prometheus: str | None = None
     labels: tuple[str, ...] = UNIT_LABELS
     pool: str | None = None
+    only_with: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -129,16 +142,22 @@ class MetricField:
 
 
 def _t(key, kind, title, help, labels=(), **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=True,
+    return MetricField(key, kind, help, source=TRACKER, title=title, required=True,
                        labels=UNIT_LABELS + tuple(labels), **kw)  # fmt: skip
 
 
 def _t_optional(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, TRACKER, title, required=False, **kw)
+    return MetricField(key, kind, help, source=TRACKER, title=title, required=False, **kw)
+
+
+def _t_protected(key, kind, title, help, labels=(), **kw) -> MetricField:
+    # Optional when reading: metric logs of runs without protection have none of them.
+    return MetricField(key, kind, help, TRACKER, title, required=False,
+                       labels=UNIT_LABELS + tuple(labels), only_with=PROTECTION, **kw)  # fmt: skip
 
 
 def _p(key, kind, title, help, **kw) -> MetricField:
-    return MetricField(key, kind, help, PROCESSOR, title, **kw)
+    return MetricField(key, kind, help, source=PROCESSOR, title=title, **kw)
 
 
 CATEGORY = "category"  # the Mondrian label
@@ -184,6 +203,36 @@ FIELDS: tuple[MetricField, ...] = (
        "Frequency of label 1.", labels=_C),
     _t("mean_p1", GAUGE, "mean p1",
        "Mean p1 (upper end of the Corollary 1 band).", labels=_C),
+    # Protection (docs/alerts.md): only in the lines of a tracker that was given protected
+    # probabilities or a protector's state.
+    _t_protected("protected_labels", COUNTER, "with a protected probability",
+       "Labels whose prediction carried a protected probability.", labels=_C),
+    _t_protected("protected_log_loss", GAUGE, "protected log loss",
+       "Cumulative log loss of the protected probability.", labels=_C,
+       pool="mean:protected_labels"),
+    _t_protected("recent_protected_log_loss", GAUGE, "protected log loss, recent",
+       "Log loss of the protected probability, last window.", pool="mean:protected_labels"),
+    _t_protected("protected_square_loss", GAUGE, "protected square loss",
+       "Cumulative square loss of the protected probability.", labels=_C,
+       pool="mean:protected_labels"),
+    _t_protected("recent_protected_square_loss", GAUGE, "protected square loss, recent",
+       "Square loss of the protected probability, last window.",
+       pool="mean:protected_labels"),
+    # Not summable across units: the pooled line shows the largest (the unit closest to,
+    # or furthest past, its alarm level); "any unit alarmed" is the largest alarm.
+    _t_protected("log_martingale", GAUGE, "log S (test martingale)",
+       "Natural log of the protector's test martingale S against calibration of p.",
+       labels=_C, pool="max"),
+    _t_protected("alarm", GAUGE, "calibration alarm", prometheus="calibration_alarm",
+       help="1 once log S has reached ln(1/alpha) (sticky): p is miscalibrated, at level "
+       "alpha; else 0.",
+       labels=_C, pool="max"),
+    # A unit's own label count: meaningless for several units pooled.
+    _t_protected("alarm_at", GAUGE, "alarm at label", prometheus="calibration_alarm_at_labels",
+       help="The protector's label count when the alarm fired (null before).", labels=_C,
+       pool="none"),
+    _t_protected("alarm_alpha", GAUGE, "alarm level alpha", prometheus="calibration_alarm_alpha",
+       help="The alarm's level alpha: it fires when log S reaches ln(1/alpha).", pool="max"),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
     _t_optional("reliability", BINS, None,
        "Reliability bins of p."),
@@ -220,11 +269,19 @@ LABELS: tuple[Label, ...] = (
     Label("instance", "The streamcal run instance that holds the unit (--instance-id)."),
 )  # fmt: skip
 
-# The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order.
-CATEGORY_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels)
+# The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order;
+# with protection, the ``CATEGORY_PROTECTION_KEYS`` follow them.
+CATEGORY_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels and not f.only_with)
+CATEGORY_PROTECTION_KEYS = tuple(
+    f.key for f in FIELDS if CATEGORY in f.labels and f.only_with == PROTECTION
+)
 
-# The flat keys of ``CalibrationTracker.snapshot()``, in order.
-SNAPSHOT_KEYS = tuple(f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS)
+# The flat keys of ``CalibrationTracker.snapshot()``, in order; with protection, the
+# ``PROTECTION_KEYS`` follow them.
+SNAPSHOT_KEYS = tuple(
+    f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS and not f.only_with
+)
+PROTECTION_KEYS = tuple(f.key for f in FIELDS if f.only_with == PROTECTION)
 
 
 def fields(kind: str | None = None, source: str | None = None) -> tuple[MetricField, ...]:

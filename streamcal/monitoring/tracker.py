@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from numbers import Integral, Real
 
 from river import stats
 
 from streamcal.core.validate import check_label
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.reliability import ReliabilityBins
-from streamcal.monitoring.schema import SNAPSHOT_KEYS
+from streamcal.monitoring.schema import PROTECTION_KEYS, SNAPSHOT_KEYS
 
-__all__ = ["CalibrationTracker", "SNAPSHOT_KEYS", "prediction_in_range"]
+__all__ = ["CalibrationTracker", "PROTECTION_KEYS", "SNAPSHOT_KEYS", "prediction_in_range"]
 
 # river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
 _EPS = 1e-15
@@ -40,7 +42,8 @@ class _Means:
     (so the values are bit-equal), but in one object with one shared count: the tracker
     runs for every label in the stream processor, and five ``Mean`` objects wrapped in a
     ``Rolling`` cost several times more per update. Raw-score terms are None for updates
-    without a score and then skipped (they have their own count).
+    without a score and then skipped (they have their own count); so are the protected
+    probability's terms (``prot_*``, count ``n_prot``), which may be left out altogether.
 
     >>> m = _Means()
     >>> m.update(1.0, 2.0, 3.0, None, None)
@@ -52,13 +55,17 @@ class _Means:
     (1.0, 1)
     """
 
-    __slots__ = ("n", "log", "square", "width", "n_raw", "raw_log", "raw_square")
+    __slots__ = ("n", "log", "square", "width", "n_raw", "raw_log", "raw_square",
+                 "n_prot", "prot_log", "prot_square")  # fmt: skip
+    # Slots added later, with their initial values: states written before them lack them.
+    _LATER = {"n_prot": 0, "prot_log": 0.0, "prot_square": 0.0}
 
     def __init__(self):
-        self.n = self.n_raw = 0
+        self.n = self.n_raw = self.n_prot = 0
         self.log = self.square = self.width = self.raw_log = self.raw_square = 0.0
+        self.prot_log = self.prot_square = 0.0
 
-    def update(self, log, square, width, raw_log, raw_square):
+    def update(self, log, square, width, raw_log, raw_square, prot_log=None, prot_square=None):
         self.n = n = self.n + 1
         k = 1.0 / n  # stats.Mean: mean += (w / n) * (x - mean), w = 1.0
         self.log += k * (log - self.log)
@@ -69,8 +76,13 @@ class _Means:
             k = 1.0 / n
             self.raw_log += k * (raw_log - self.raw_log)
             self.raw_square += k * (raw_square - self.raw_square)
+        if prot_log is not None:
+            self.n_prot = n = self.n_prot + 1
+            k = 1.0 / n
+            self.prot_log += k * (prot_log - self.prot_log)
+            self.prot_square += k * (prot_square - self.prot_square)
 
-    def revert(self, log, square, width, raw_log, raw_square):
+    def revert(self, log, square, width, raw_log, raw_square, prot_log=None, prot_square=None):
         self.n = n = self.n - 1
         if n == 0:  # stats.Mean.revert resets to 0.0 when empty
             self.log = self.square = self.width = 0.0
@@ -87,10 +99,21 @@ class _Means:
                 k = 1.0 / n
                 self.raw_log -= k * (raw_log - self.raw_log)
                 self.raw_square -= k * (raw_square - self.raw_square)
+        if prot_log is not None:
+            self.n_prot = n = self.n_prot - 1
+            if n == 0:
+                self.prot_log = self.prot_square = 0.0
+            else:
+                k = 1.0 / n
+                self.prot_log -= k * (prot_log - self.prot_log)
+                self.prot_square -= k * (prot_square - self.prot_square)
 
     def get(self, name):
         """The mean of one term, None before its first value."""
-        n = self.n_raw if name.startswith("raw") else self.n
+        if name.startswith("raw"):
+            n = self.n_raw
+        else:
+            n = self.n_prot if name.startswith("prot") else self.n
         return getattr(self, name) if n else None
 
     def __getstate__(self):
@@ -100,7 +123,7 @@ class _Means:
         if isinstance(state.get("log"), stats.Mean):  # pickled by an earlier streamcal: Means
             state = _means_state(state)
         for k in self.__slots__:
-            setattr(self, k, state[k])
+            setattr(self, k, state[k] if k in state else self._LATER[k])
 
 
 def _means_state(old: dict) -> dict:
@@ -110,9 +133,9 @@ def _means_state(old: dict) -> dict:
     return state
 
 
-def prediction_in_range(p0, p1, p=None, score=None) -> bool:
-    """Whether ``CalibrationTracker.update`` accepts this prediction: p0, p1, and p and the
-    raw score when given, all numbers in [0, 1].
+def prediction_in_range(p0, p1, p=None, score=None, p_protected=None) -> bool:
+    """Whether ``CalibrationTracker.update`` accepts this prediction: p0, p1, and p, the
+    raw score and the protected probability when given, all numbers in [0, 1].
 
     p0 > p1 is allowed: full Venn-Abers (Algorithm 1, mode "va") retrains the scorer
     differently for the two labels, so the pair need not be ordered.
@@ -123,9 +146,35 @@ def prediction_in_range(p0, p1, p=None, score=None) -> bool:
     try:
         ok = 0.0 <= p0 <= 1.0 and 0.0 <= p1 <= 1.0
         ok = ok and (p is None or 0.0 <= p <= 1.0)
-        return ok and (score is None or 0.0 <= score <= 1.0)
+        ok = ok and (score is None or 0.0 <= score <= 1.0)
+        return ok and (p_protected is None or 0.0 <= p_protected <= 1.0)
     except TypeError:
         return False
+
+
+def _protection_state(log_martingale, alarm, alarm_at, alpha) -> dict:
+    """A protector's reported state as plain JSON-ready numbers, checked.
+
+    >>> _protection_state(2.5, True, 40, 0.01)
+    {'log_martingale': 2.5, 'alarm': 1, 'alarm_at': 40, 'alpha': 0.01}
+    """
+    lm = log_martingale
+    if isinstance(lm, bool) or not isinstance(lm, Real) or not math.isfinite(lm):
+        raise ValueError(f"log_martingale must be a finite number, got {log_martingale!r}")
+    if alarm not in (0, 1) or isinstance(alarm, float):
+        raise ValueError(f"alarm must be a bool (or 0/1), got {alarm!r}")
+    if alarm_at is not None and (
+        isinstance(alarm_at, bool) or not isinstance(alarm_at, Integral) or alarm_at < 0
+    ):
+        raise ValueError(f"alarm_at must be a label count or None, got {alarm_at!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    return {
+        "log_martingale": float(log_martingale),
+        "alarm": int(alarm),
+        "alarm_at": None if alarm_at is None else int(alarm_at),
+        "alpha": float(alpha),
+    }
 
 
 def _log_loss(y, q):
@@ -186,10 +235,29 @@ class CalibrationTracker:
     ...     t.update(0.4, 0.6, y, category=c)
     >>> [(r["category"], r["labels"], r["frequency"]) for r in t.category_snapshots()]
     [('fr', 2, 0.5), ('(other)', 1, 1.0)]
+
+    Protection (``docs/alerts.md``): ``update(..., p_protected=q)`` adds the losses of a
+    protector's probability, and ``update_protection(log_martingale, alarm, alarm_at,
+    alpha)`` records the protector's state after the label (per category with
+    ``category=``). The ``PROTECTION_KEYS`` are in the snapshot only once either was
+    called, so a tracker without protection gives the snapshot it always did.
+
+    >>> t = CalibrationTracker()
+    >>> t.update(0.2, 0.4, 1, p_protected=0.5)
+    >>> t.update_protection(0.4, False, None, alpha=0.01)
+    >>> s = t.snapshot()
+    >>> round(s["protected_log_loss"], 6), s["log_martingale"], s["alarm"], s["alarm_at"]
+    (0.693147, 0.4, 0, None)
+    >>> "alarm" in CalibrationTracker().snapshot()
+    False
     """
 
     def __init__(
-        self, window: int = 1000, bins: int = 10, top_k: int = 10, max_categories: int = 1000
+        self,
+        window: int = 1000,
+        bins: int = 10,
+        top_k: int = 10,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a positive integer, got {window!r}")
@@ -198,6 +266,9 @@ class CalibrationTracker:
         self.labels = 0
         self.ones = 0
         self.raw_labels = 0
+        self.protected_labels = 0
+        # The protector's state as last reported (``update_protection``), or None.
+        self._protection: dict | None = None
         self._all = _Means()
         self._recent = _Means()  # over the terms in _window, reverted as they leave it
         self._window: deque = deque()  # per-update terms, oldest first
@@ -214,14 +285,18 @@ class CalibrationTracker:
         score: float | None = None,
         p: float | None = None,
         category=None,
+        p_protected: float | None = None,
     ):
         """Add one labelled prediction (of ``category``, if given: any value, named by
-        ``str``). Raises ValueError (state unchanged) on bad input."""
+        ``str``), with the protected probability ``p_protected`` given for it, if any.
+        Raises ValueError (state unchanged) on bad input."""
         y = check_label(y)
-        if not prediction_in_range(p0, p1, p, score):
+        if not prediction_in_range(p0, p1, p, score, p_protected):
+            # The message of a tracker without protection stays what it was.
+            extra = "" if p_protected is None else f", p_protected={p_protected!r}"
             raise ValueError(
                 "need p0, p1, p and score in [0, 1] (score may be None), got "
-                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}"
+                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}{extra}"
             )
         if p is None:
             p = p1 / (1.0 - p0 + p1)
@@ -236,9 +311,17 @@ class CalibrationTracker:
             raw_log, raw_square = _log_loss(y, score), (y - score) * (y - score)
             self.raw_labels += 1
             self._raw_rel.update(score, y)
+        terms = (log, square, width, raw_log, raw_square)
+        if p_protected is not None:
+            # Only then: without protection the window keeps the terms it always kept.
+            q = float(p_protected)
+            prot = (_log_loss(y, q), (y - q) * (y - q))
+            terms += prot
+            self.protected_labels += 1
+        else:
+            prot = (None, None)
         self.labels = n = self.labels + 1
         self.ones += y
-        terms = (log, square, width, raw_log, raw_square)
         self._all.update(*terms)
         window = self._window
         if len(window) == self.window:  # as river's Rolling: revert the oldest, then add
@@ -250,7 +333,25 @@ class CalibrationTracker:
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
         if category is not None:
-            self._categories.update(category, p0, p1, y, p, log, square)
+            self._categories.update(
+                category, p0, p1, y, p=p, log=log, square=square,
+                prot_log=prot[0], prot_square=prot[1],
+            )  # fmt: skip
+
+    def update_protection(
+        self, log_martingale: float, alarm, alarm_at: int | None = None,
+        alpha: float = 0.01, category=None,
+    ) -> None:  # fmt: skip
+        """Record a protector's state after a label: the natural log of its test
+        martingale, whether its (sticky) alarm has fired, the protector's label count when
+        it fired (None before) and its level ``alpha``; of ``category``'s protector if
+        given. The latest report is what the snapshot shows. ValueError (state unchanged)
+        on bad input."""
+        state = _protection_state(log_martingale, alarm, alarm_at, alpha)
+        if category is None:
+            self._protection = state
+        else:
+            self._categories.update_protection(category, state)
 
     def __setstate__(self, state):
         if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
@@ -260,6 +361,8 @@ class CalibrationTracker:
             state["_p0"], state["_p1"] = state["_p0"]._mean, state["_p1"]._mean
         if "_categories" not in state:  # from before per-category statistics
             state["_categories"] = CategoryBreakdown(bins=state["bins"])
+        state.setdefault("protected_labels", 0)  # from before protection
+        state.setdefault("_protection", None)
         self.__dict__.update(state)
 
     def reliability(self, which: str = "p") -> list[dict]:
@@ -275,7 +378,8 @@ class CalibrationTracker:
 
     def snapshot(self, reliability: bool = False) -> dict:
         """The statistics as a flat JSON-ready dict: the tracker fields of the metric schema
-        (``SNAPSHOT_KEYS``, in order; None if undefined).
+        (``SNAPSHOT_KEYS``, in order; None if undefined), then, once protection was
+        recorded (``update(p_protected=)`` or ``update_protection``), ``PROTECTION_KEYS``.
 
         With ``reliability=True`` it also carries the bins: ``reliability`` (of p) and
         ``raw_reliability`` (of the score, None without scores), so that a report made from
@@ -302,6 +406,20 @@ class CalibrationTracker:
             "frequency": self.ones / n if n else None,
             "mean_p1": self._p1 if n else None,
         }
+        if self.protected_labels or self._protection is not None:
+            prot = self._protection or {}
+            values = {
+                "protected_labels": self.protected_labels,
+                "protected_log_loss": a.get("prot_log"),
+                "recent_protected_log_loss": w.get("prot_log"),
+                "protected_square_loss": a.get("prot_square"),
+                "recent_protected_square_loss": w.get("prot_square"),
+                "log_martingale": prot.get("log_martingale"),
+                "alarm": prot.get("alarm"),
+                "alarm_at": prot.get("alarm_at"),
+                "alarm_alpha": prot.get("alpha"),
+            }
+            out.update((k, values[k]) for k in PROTECTION_KEYS)
         if reliability:
             out["reliability"] = self._rel.table()
             out["raw_reliability"] = self._raw_rel.table() if self.raw_labels else None
@@ -310,7 +428,8 @@ class CalibrationTracker:
     def category_snapshots(self) -> list[dict]:
         """Per-category metric lines: the top ``top_k`` categories by labels, then
         ``"(other)"`` (when labels fell outside them); each ``{"category": str,
-        *CATEGORY_KEYS}``. Empty if no update had a category."""
+        *CATEGORY_KEYS}`` (then the ``CATEGORY_PROTECTION_KEYS`` once protection was
+        recorded for a category). Empty if no update had a category."""
         return self._categories.rows()
 
     def to_state(self) -> dict:
@@ -322,6 +441,8 @@ class CalibrationTracker:
             "labels": self.labels,
             "ones": self.ones,
             "raw_labels": self.raw_labels,
+            "protected_labels": self.protected_labels,
+            "protection": None if self._protection is None else dict(self._protection),
             "all": self._all.__getstate__(),
             "recent": self._recent.__getstate__(),
             "terms": [list(t) for t in self._window],
@@ -346,6 +467,10 @@ class CalibrationTracker:
         self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
         self.raw_labels = state["raw_labels"]
+        # States written before protection have neither key.
+        self.protected_labels = state.get("protected_labels", 0)
+        prot = state.get("protection")
+        self._protection = None if prot is None else dict(prot)
         self._all.__setstate__(state["all"])
         self._recent.__setstate__(state["recent"])
         self._window = deque(tuple(t) for t in state["terms"])

@@ -1,17 +1,21 @@
 """Stream: the Kafka stream processor (consume, join labels, produce, dead letters, checkpoints).
 
 ``Processor(ProcessorConfig.from_sources(...)).run()`` is what ``streamcal run`` runs.
-Modules, one idea each:
+Modules and sub-packages, one idea each:
 
 * ``config`` -- ``ProcessorConfig``: every setting, from flags, ``STREAMCAL_*`` and TOML.
-* ``messages`` -- decoding and validating events and labels (or a dead-letter reason).
-* ``ordering`` -- the deterministic k-way merge of all input partitions.
+* ``processor`` -- ``Processor``: the loop (records to their units, outputs out, metric
+  lines and checkpoints on time).
+* ``unit`` -- ``CalibrationUnit``: one classifier and its joins (predict, wait, learn).
 * ``pending`` -- bounded waiting rooms: events for labels, early labels for events.
-* ``processor`` -- the loop: predict, produce, join, learn, metric lines, checkpoints.
-* ``checkpoint`` -- atomic, HMAC-authenticated checkpoints.
-* ``sink`` -- producing outputs: the outbox and the producer process that runs it.
+* ``messages`` -- decoding and validating events and labels (or a dead-letter reason).
 * ``deadletter`` -- dead-letter records (original bytes, source, reason).
 * ``models`` -- scoring-model presets and ``module:function``.
+* ``metrics`` -- metric lines: made from a unit's snapshot, sent to file, topic, exporter.
+* ``state`` -- where units are kept between runs: checkpoint files and their framing,
+  the state format and its migrations, the state topic, restore/save of units.
+* ``kafka`` -- the Kafka side: building clients, the processor's inputs, group
+  membership, the ordered merge of all input partitions, the producer process.
 
 Only what a production deployment runs; the demo (local broker, demo stream) is
 ``streamcal.demo``.

@@ -24,8 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamcal.core.merge import MERGES
-from streamcal.learner.modes import MODES, check_mode
+from streamcal.learner.modes import MODES
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    DEFAULT_MERGE,
+    MONDRIAN_SETTINGS,
+    ClassifierSettings,
+)
+from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
 
 __all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
@@ -34,7 +40,6 @@ ENV_PREFIX = "STREAMCAL_"
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
-_MERGES = tuple(MERGES)
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -139,7 +144,7 @@ class ProcessorConfig:
         None, f"Venn-Abers mode: {', '.join(MODES)} (default: the learner's)", "model"
     )
     window: int | None = _opt(None, "calibration window (default: the learner's)", "model")
-    merge: str = _opt("log", "merge of (p0, p1) used as p: log, square or mean", "model")
+    merge: str = _opt(DEFAULT_MERGE, "merge of (p0, p1) used as p: log, square or mean", "model")
     refresh_every: int | None = _opt(
         None,
         "rescore the calibration set every this many labels (pretrained: refresh batch; "
@@ -164,7 +169,7 @@ class ProcessorConfig:
     max_categories: int | None = _opt(
         None,
         "with --by: at most this many categories keep a calibration set, least recently "
-        "labelled evicted (default 1000)",
+        f"labelled evicted (default {DEFAULT_MAX_CATEGORIES})",
         "model",
     )
 
@@ -288,6 +293,10 @@ class ProcessorConfig:
         cfg.validate()
         return cfg
 
+    def classifier_settings(self) -> ClassifierSettings:
+        """The classifier's settings: those given here, its defaults for the others (None)."""
+        return ClassifierSettings.given(**{k: getattr(self, k) for k in CLASSIFIER_SETTINGS})
+
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message naming the bad setting."""
         for f in dataclasses.fields(self):
@@ -321,10 +330,6 @@ class ProcessorConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.window is not None and self.window < 1:
-            raise ValueError(f"window must be >= 1, got {self.window}")
-        if self.refresh_every is not None and self.refresh_every < 1:
-            raise ValueError(f"refresh_every must be >= 1, got {self.refresh_every}")
         if self.linger_ms < 0:
             raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
         for name in (
@@ -361,24 +366,11 @@ class ProcessorConfig:
         for out in outputs:
             if out in inputs:
                 raise ValueError(f"output topic {out!r} is also an input topic")
-        if self.mode is not None:
-            check_mode(self.mode)
-        if self.mode == "va" and self.refresh_every is not None:
-            raise ValueError("refresh_every must not be set with mode va (it rescores always)")
-        if self.by is None:
-            for name in ("min_category", "fallback", "max_categories"):
+        if self.by is None:  # given without by they would do nothing: say so
+            for name in MONDRIAN_SETTINGS[1:]:
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
-        if self.max_categories is not None and self.max_categories < 1:
-            raise ValueError(f"max_categories must be >= 1, got {self.max_categories}")
-        if self.min_category is not None and self.min_category < 0:
-            raise ValueError(f"min_category must be >= 0, got {self.min_category}")
-        if self.fallback not in (None, "pooled"):
-            raise ValueError(f"fallback must be pooled, got {self.fallback!r}")
-        if (self.fallback is None) != (not self.min_category):
-            raise ValueError("min_category and fallback pooled go together")
-        if self.fallback is not None and self.mode not in (None, "pretrained"):
-            raise ValueError("fallback pooled needs mode pretrained")
+        self.classifier_settings()  # the classifier's own rules and messages
         if self.compression_type not in _CODECS:
             raise ValueError(
                 f"compression_type must be one of {', '.join(_CODECS)}; "
@@ -393,8 +385,6 @@ class ProcessorConfig:
                     "is not installed (python-snappy, lz4 or zstandard; dependencies of "
                     "streamcal-va)"
                 )
-        if self.merge not in _MERGES:
-            raise ValueError(f"merge must be one of {', '.join(_MERGES)}; got {self.merge!r}")
         if self.security_protocol not in _SECURITY_PROTOCOLS:
             raise ValueError(
                 f"security_protocol must be one of {', '.join(_SECURITY_PROTOCOLS)}; "

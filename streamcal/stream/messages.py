@@ -88,14 +88,14 @@ class Fields(NamedTuple):
     def of(cls, config) -> Fields:
         """The fields and limits of a ``ProcessorConfig``."""
         return cls(
-            config.id_field,
-            config.features_field,
-            config.label_field,
-            config.timestamp_field,
-            config.max_message_bytes,
-            config.max_features,
-            config.max_string_length,
-            config.by,
+            id=config.id_field,
+            features=config.features_field,
+            label=config.label_field,
+            timestamp=config.timestamp_field,
+            max_bytes=config.max_message_bytes,
+            max_features=config.max_features,
+            max_string=config.max_string_length,
+            by=config.by,
         )
 
 

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["DEFAULT_MODEL", "PRESETS", "check_model_spec", "describe_presets", "make_model"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "PRESETS",
+    "check_model_spec",
+    "describe_presets",
+    "find_model",
+    "make_model",
+]
 
 
 def _logreg():
@@ -58,11 +65,20 @@ def check_model_spec(spec) -> str:
     return spec
 
 
-def make_model(spec: str):
-    """A fresh river classifier from a preset name or ``module:function`` (called with no
-    arguments). Raises ``ValueError`` with a one-line message if it cannot be made."""
+def find_model(spec: str):
+    """The factory that ``spec`` names (a preset's, or ``module:function`` imported), not
+    called: what can be checked of a model without making one. ``ValueError`` (one line)
+    if there is none.
+
+    >>> find_model("logreg").__doc__
+    'scaled logistic regression'
+    >>> find_model("math:no_such_function")
+    Traceback (most recent call last):
+    ...
+    ValueError: model 'math:no_such_function': math has no callable 'no_such_function'
+    """
     if check_model_spec(spec) in PRESETS:
-        return PRESETS[spec]()
+        return PRESETS[spec]
     module_name, _, func_name = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -71,6 +87,13 @@ def make_model(spec: str):
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ValueError(f"model {spec!r}: {module_name} has no callable {func_name!r}")
+    return func
+
+
+def make_model(spec: str):
+    """A fresh river classifier from a preset name or ``module:function`` (called with no
+    arguments). Raises ``ValueError`` with a one-line message if it cannot be made."""
+    func = find_model(spec)
     try:
         model = func()
     except Exception as exc:

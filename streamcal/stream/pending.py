@@ -84,7 +84,7 @@ class WaitingRoom:
         return {"ttl": self.ttl, "max_size": self.max_size, "items": items}
 
     @classmethod
-    def from_state(cls, state: dict, value=None) -> WaitingRoom:
+    def from_state(cls, state: dict, *, value=None) -> WaitingRoom:
         """The room ``to_state`` described; ``value`` converts each stored value back."""
         room = cls(state["ttl"], state["max_size"])
         conv = value or (lambda v: v)

@@ -7,53 +7,85 @@ lands in the same partition of both). A partition of a keyed stream is a random
 subsample of it, so each unit is a Venn predictor on its own, valid as the global one
 is; the price is that each unit's model and calibration set see 1/P of the labels.
 
-Per event: decode, score (``predict_interval_one``), send the prediction, wait in the
-pending store. Per label: decode, join with its pending event, record the loss of the
+Per event: decode, score (``predict_interval_one``), send the prediction, wait for the
+label (``events_awaiting_label``; a label that comes first waits in
+``labels_awaiting_event``). Per label: decode, join with its pending event, record the loss of the
 prediction that was made (``CalibrationTracker``), let the model learn. Anything that
 cannot be processed is sent to the dead-letter topic with its original bytes and a
 reason, and leaves the state untouched. The unit only sends: the processor owns the
-clients, the order records come in (``streamcal.stream.ordering``) and the checkpoints.
+clients, the order records come in (``streamcal.stream.kafka.ordering``) and the
+checkpoints. The walk of a record goes one way: the processor hands it to ``handle``,
+which returns whether a metric line is due; the unit calls nothing of the processor.
 
 The state is plain data (``to_state`` / ``from_state``; the format and its versions are in
-``streamcal.stream.migrations``), bound to the settings in ``FINGERPRINT``.
+``streamcal.stream.state.migrations``), bound to the settings in ``FINGERPRINT``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from enum import IntEnum
+from typing import Any, NamedTuple
 
 import orjson
 
 import streamcal
 from streamcal.core.merge import SCALAR_MERGES
+from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.learner.settings import ClassifierSettings
 from streamcal.monitoring.tracker import prediction_in_range
-from streamcal.stream.checkpoint import CheckpointError
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.models import make_model
 from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.state.errors import CheckpointError
 
-__all__ = ["CalibrationUnit", "FINGERPRINT"]
+__all__ = ["CalibrationUnit", "FINGERPRINT", "GLOBAL_UNIT", "PendingPrediction", "TopicRank"]
+
+# The id of the unit of ``--scope global`` (a partition unit's id is its partition
+# number). None, as checkpoints have always written it.
+GLOBAL_UNIT = None
+
+
+class TopicRank(IntEnum):
+    """Which input a record comes from; at equal timestamps an event goes before a label
+    (the rank is part of the merge order, ``streamcal.stream.kafka.ordering``)."""
+
+    EVENT = 0
+    LABEL = 1
+
+
+_EVENT = TopicRank.EVENT  # looked up once: compared per record
+_COUNTS = ("events", "labels", "predictions", "expired", "dead_letters")
 
 _merge_square = SCALAR_MERGES["square"]
 
-# Settings a checkpoint is bound to: resuming with other ones would mix two states.
-FINGERPRINT = (
+# Settings a checkpoint is bound to: resuming with other ones would mix two states. The
+# classifier's are compared as ClassifierSettings, so that a setting left to its default
+# and the same value given explicitly are one setting.
+_INPUT_FINGERPRINT = (
     "events_topic",
     "labels_topic",
     "model",
-    "mode",
-    "window",
-    "merge",
-    "refresh_every",
     "id_field",
     "features_field",
     "label_field",
-    "by",
-    "min_category",
-    "fallback",
-    "max_categories",
 )
+FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS
+
+
+class PendingPrediction(NamedTuple):
+    """An event's prediction, kept until its label comes (or it expires)."""
+
+    x: dict
+    p0: float
+    p1: float
+    p: float
+    score: float
+    category: Any = None  # with --by only
+
+    def to_state(self, by) -> tuple:
+        """Plain data: the 5 numbers and features, plus the category with ``--by``."""
+        return tuple(self) if by is not None else tuple(self)[:5]
 
 
 class _Rec(NamedTuple):
@@ -70,49 +102,38 @@ class _Rec(NamedTuple):
 class CalibrationUnit:
     """The state of one unit and its join/learn logic (see the module docstring).
 
-    ``unit`` is None for the global unit, else the partition number. ``send(topic, key,
-    value)`` delivers predictions and dead letters; ``on_labels(unit)`` is called each
-    time the label count reaches a multiple of ``config.metrics_every`` (so metric lines
-    are keyed on the input and replay identically).
+    ``unit`` is ``GLOBAL_UNIT`` for the global unit, else the partition number.
+    ``send(topic, key, value)`` (the outbox's) delivers predictions and dead letters.
     """
 
-    def __init__(self, config, unit: int | None = None, send=None, on_labels=None):
+    def __init__(self, config, unit: int | None = GLOBAL_UNIT, send=None):
         from streamcal.learner import VennAbersClassifier
-        from streamcal.monitoring.tracker import CalibrationTracker
 
         self.config = config
         self.unit = unit
-        kwargs = {"merge": config.merge}
-        # Only the settings given: the classifier's own defaults stand for the others.
-        for k in ("mode", "window", "refresh_every", "by", "min_category", "fallback",
-                  "max_categories"):  # fmt: skip
-            if getattr(config, k) is not None:
-                kwargs[k] = getattr(config, k)
-        self.clf = VennAbersClassifier(make_model(config.model), **kwargs)
-        self.tracker = CalibrationTracker(
-            window=config.tracker_window,
-            bins=config.tracker_bins,
-            top_k=config.top_k,
-            max_categories=config.max_categories or 1000,
-        )
-        self.pending = WaitingRoom(config.pending_ttl, config.pending_max)
-        self.waiting = WaitingRoom(config.label_wait, config.label_wait_max)  # (y, _Rec)
+        settings = config.classifier_settings()
+        self.clf = VennAbersClassifier(make_model(config.model), **settings.as_dict())
+        self.tracker = _new_tracker(config)
+        # event id -> PendingPrediction; event id -> (y, _Rec)
+        self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
+        self.labels_awaiting_event = WaitingRoom(config.label_wait, config.label_wait_max)
         self.recent = RecentIds(config.dedupe_window)
-        self.counts = {"events": 0, "labels": 0, "predictions": 0, "expired": 0, "dead_letters": 0}
+        self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
         self.fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
-        self.on_labels = on_labels
         self._fields = Fields.of(config)
         self._by = config.by
         self._version = streamcal.__version__
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict:
-        """The unit as plain data (see ``streamcal.stream.migrations``)."""
-        waiting = self.waiting.to_state()
+        """The unit as plain data (see ``streamcal.stream.state.migrations``)."""
+        pending = self.events_awaiting_label.to_state()
+        pending["items"] = [(k, d, v.to_state(self._by)) for k, d, v in pending["items"]]
+        waiting = self.labels_awaiting_event.to_state()
         waiting["items"] = [(k, d, (y, tuple(rec))) for k, d, (y, rec) in waiting["items"]]
         return {
             "unit": self.unit,
@@ -120,7 +141,7 @@ class CalibrationUnit:
             "streamcal_version": self.version,
             "classifier": self.clf.to_state(),
             "tracker": self.tracker.to_state(),
-            "pending": self.pending.to_state(),
+            "pending": pending,
             "waiting": waiting,
             "recent": self.recent.to_state(),
             "counts": dict(self.counts),
@@ -129,18 +150,22 @@ class CalibrationUnit:
         }
 
     @classmethod
-    def from_state(cls, state: dict, config, send=None, on_labels=None) -> CalibrationUnit:
+    def from_state(cls, state: dict, *, config, send=None) -> CalibrationUnit:
         """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
         settings (``FINGERPRINT``) than ``config``'s."""
         from streamcal.learner import VennAbersClassifier
         from streamcal.monitoring.tracker import CalibrationTracker
 
         check_fingerprint(state, config)
-        self = cls(config, state["unit"], send, on_labels)
+        self = cls(config, state["unit"], send=send)
         self.clf = VennAbersClassifier.from_state(state["classifier"])
         self.tracker = CalibrationTracker.from_state(state["tracker"])
-        self.pending = WaitingRoom.from_state(state["pending"])
-        self.waiting = WaitingRoom.from_state(state["waiting"], lambda v: (v[0], _Rec(*v[1])))
+        self.events_awaiting_label = WaitingRoom.from_state(
+            state["pending"], value=lambda v: PendingPrediction(*v)
+        )
+        self.labels_awaiting_event = WaitingRoom.from_state(
+            state["waiting"], value=lambda v: (v[0], _Rec(*v[1]))
+        )
         self.recent = RecentIds.from_state(state["recent"])
         self.counts = dict(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
@@ -148,21 +173,61 @@ class CalibrationUnit:
         self.version = state["streamcal_version"]
         return self
 
+    def snapshot(self) -> dict:
+        """What a metric line takes from the unit (by name, see ``streamcal.stream.metrics``):
+        the counts, the tracker's snapshot, the sizes of the waiting rooms."""
+        values = dict(self.counts)
+        # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
+        # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
+        # report` can draw reliability diagrams from any metric log, even a cut-off one.
+        values.update(self.tracker.snapshot(reliability=True))
+        values.update(
+            pending=len(self.events_awaiting_label),
+            waiting_labels=len(self.labels_awaiting_event),
+            calibration_size=self.clf.calibration_size,
+        )
+        return values
+
+    def category_snapshots(self) -> list[dict]:
+        """The rows of the per-category metric lines (with ``--by``)."""
+        return self.tracker.category_snapshots()
+
+    @staticmethod
+    def empty_snapshot(config) -> dict:
+        """``snapshot()`` of a unit that has seen nothing, without making one (no model)."""
+        values = dict.fromkeys(_COUNTS, 0)
+        values.update(_new_tracker(config).snapshot(reliability=True))
+        values.update(pending=0, waiting_labels=0, calibration_size=0)
+        return values
+
     # ------------------------------------------------------------------ per record
+    def handle(self, rank: TopicRank, rec) -> bool:
+        """Process one input record and move past it (``offsets``); True when a metric
+        line is due: the label count has just reached a multiple of ``metrics_every`` (so
+        metric lines are keyed on the input and replay identically)."""
+        labels = self.counts["labels"]
+        if rank == _EVENT:
+            self.on_event(rec)
+        else:
+            self.on_label(rec)
+        self.offsets[(rec.topic, rec.partition)] = rec.offset + 1
+        joined = self.counts["labels"]  # a record joins at most one label
+        return joined != labels and joined % self.config.metrics_every == 0
+
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
         self.send(
             self.config.dead_letter_topic,
             rec.key,
             dead_letter(
-                rec.value if value is None else value,
-                rec.key,
-                rec.topic,
-                rec.partition,
-                rec.offset,
-                rec.timestamp,
-                reason,
-                self._version,
+                value=rec.value if value is None else value,
+                key=rec.key,
+                topic=rec.topic,
+                partition=rec.partition,
+                offset=rec.offset,
+                timestamp_ms=rec.timestamp,
+                reason=reason,
+                version=self._version,
             ),
         )
 
@@ -171,12 +236,12 @@ class CalibrationUnit:
         if now <= self.clock:
             return
         self.clock = now
-        if self.pending:
-            for eid, _ in self.pending.expire(now):
+        if self.events_awaiting_label:
+            for eid, _ in self.events_awaiting_label.expire(now):
                 self.counts["expired"] += 1
                 self.recent.add(eid, "expired")
-        if self.waiting:
-            for _, (_, rec) in self.waiting.expire(now):
+        if self.labels_awaiting_event:
+            for _, (_, rec) in self.labels_awaiting_event.expire(now):
                 self._dead(
                     rec,
                     f"label without event: no event with this id within "
@@ -192,11 +257,12 @@ class CalibrationUnit:
             return None
 
     def on_event(self, rec) -> None:
+        """Predict an event (and join the label that came before it, if any)."""
         ev = self._decode(rec, decode_event)
         if ev is None:
             return
         eid = ev.id
-        if eid in self.pending or self.recent.get(eid) is not None:
+        if eid in self.events_awaiting_label or self.recent.get(eid) is not None:
             self._dead(rec, f"duplicate event id {eid!r}")
             return
         self._advance(rec.timestamp)
@@ -215,32 +281,32 @@ class CalibrationUnit:
             "calibration_size": self.clf.calibration_size,
             "version": self._version,
         }
-        if self._by is None:
-            pending = (ev.x, p0, p1, p, score)
-        else:
-            out["category"] = ev.category
-            pending = (ev.x, p0, p1, p, score, ev.category)
+        category = None
+        if self._by is not None:
+            category = out["category"] = ev.category
+        pending = PendingPrediction(x=ev.x, p0=p0, p1=p1, p=p, score=score, category=category)
         self.send(self.config.predictions_topic, eid.encode(), orjson.dumps(out))
         counts = self.counts
         counts["events"] += 1
         counts["predictions"] += 1
-        for old_id, _ in self.pending.put(eid, pending, self.clock):
+        for old_id, _ in self.events_awaiting_label.put(eid, pending, self.clock):
             counts["expired"] += 1
             self.recent.add(old_id, "expired")
-        waiting = self.waiting.pop(eid)
-        if waiting is not None:
-            self._join(eid, *waiting)
+        early = self.labels_awaiting_event.pop(eid)  # (y, label record), or None
+        if early is not None:
+            self._join(eid, *early)
 
     def on_label(self, rec) -> None:
+        """Join a label with its event, or keep it until the event comes."""
         lab = self._decode(rec, decode_label)
         if lab is None:
             return
         eid = lab.id
-        if eid in self.pending:
+        if eid in self.events_awaiting_label:
             self._advance(rec.timestamp)
             self._join(eid, lab.y, rec)
             return
-        if eid in self.waiting:
+        if eid in self.labels_awaiting_event:
             self._dead(rec, f"duplicate label for {eid!r} (a label is already waiting)")
             return
         status = self.recent.get(eid)
@@ -251,8 +317,15 @@ class CalibrationUnit:
             self._dead(rec, f"label for {eid!r} came after its event expired (pending_ttl/max)")
             return
         self._advance(rec.timestamp)
-        kept = _Rec(rec.topic, rec.partition, rec.offset, rec.timestamp, rec.key, rec.value)
-        for _, (_, old) in self.waiting.put(eid, (lab.y, kept), self.clock):
+        kept = _Rec(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            timestamp=rec.timestamp,
+            key=rec.key,
+            value=rec.value,
+        )
+        for _, (_, old) in self.labels_awaiting_event.put(eid, (lab.y, kept), self.clock):
             self._dead(
                 old,
                 f"label without event: waiting room full (label_wait_max="
@@ -263,7 +336,8 @@ class CalibrationUnit:
         """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
         tracker or the learner refuses, the label becomes a dead letter and the state (the
         pending event included) is left as it was."""
-        x, p0, p1, p, score, *category = self.pending.get(eid)  # category: with --by
+        pred = self.events_awaiting_label.get(eid)
+        p0, p1, p, score = pred.p0, pred.p1, pred.p, pred.score
         if not prediction_in_range(p0, p1, p, score):  # first: the learner cannot be undone
             self._dead(
                 rec,
@@ -271,28 +345,47 @@ class CalibrationUnit:
                 f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}",
             )
             return
-        kw = {"category": category[0]} if category else {}
+        kw = {"category": pred.category} if self._by is not None else {}
         try:
-            self.clf.learn_one(x, y, **kw)
+            self.clf.learn_one(pred.x, y, **kw)
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return
         self.tracker.update(p0, p1, y, score=score, p=p, **kw)
-        self.pending.pop(eid)
+        self.events_awaiting_label.pop(eid)
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
-        # Keyed on the label count, not on time, so these lines replay identically.
-        if self.counts["labels"] % self.config.metrics_every == 0 and self.on_labels:
-            self.on_labels(self)
+
+
+def _new_tracker(config):
+    from streamcal.monitoring.tracker import CalibrationTracker
+
+    return CalibrationTracker(
+        window=config.tracker_window,
+        bins=config.tracker_bins,
+        top_k=config.top_k,
+        max_categories=config.classifier_settings().max_categories,
+    )
 
 
 def check_fingerprint(state: dict, config) -> None:
-    """``CheckpointError`` (one line) if ``state`` was made with other settings."""
+    """``CheckpointError`` (one line) if ``state`` was made with other settings.
+
+    The fingerprint holds the settings as given (None: not given); the classifier's are
+    compared once their defaults are filled in (``ClassifierSettings.given``).
+    """
     fingerprint = state.get("fingerprint", {})
-    for k in FINGERPRINT:
-        if fingerprint.get(k) != getattr(config, k):
+    pairs = [(k, fingerprint.get(k), getattr(config, k)) for k in _INPUT_FINGERPRINT]
+    try:
+        saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
+    now = config.classifier_settings()
+    pairs += [(k, getattr(saved, k), getattr(now, k)) for k in CLASSIFIER_SETTINGS]
+    for k, written, configured in pairs:
+        if written != configured:
             raise CheckpointError(
-                f"checkpoint was written with {k}={fingerprint.get(k)!r} but the "
-                f"processor is configured with {k}={getattr(config, k)!r}; use another "
+                f"checkpoint was written with {k}={written!r} but the "
+                f"processor is configured with {k}={configured!r}; use another "
                 "state directory or the same settings"
             )

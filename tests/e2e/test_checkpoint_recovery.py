@@ -14,9 +14,9 @@ import time
 import orjson
 import pytest
 
-from streamcal.stream.checkpoint import CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from streamcal.stream.state.checkpoint import CheckpointStore
 from tests._helpers import checkpoint_env, wait_until
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,

@@ -15,10 +15,10 @@ import time
 import orjson
 import pytest
 
-from streamcal.stream.checkpoint import CheckpointError, unseal
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
-from streamcal.stream.state_topic import StateTopic
+from streamcal.stream.state.checkpoint import CheckpointError, unseal
+from streamcal.stream.state.topic import StateTopic
 from tests._helpers import wait_until
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,

@@ -102,3 +102,18 @@ def test_sva_state_pickled_before_learn_score_resumes_exactly():
         assert old.predict_interval_one(x) == clf.predict_interval_one(x)
         old.learn_one(x, y)
         clf.learn_one(x, y)
+
+
+def test_each_mode_object_remembers_its_own_key_order():
+    """The key-order cache is per object: one classifier's stream does not touch another's."""
+    from streamcal import VennAbersClassifier
+
+    a = VennAbersClassifier(linear_model.LogisticRegression(), window=5)
+    b = VennAbersClassifier(linear_model.LogisticRegression(), window=5)
+    a.learn_one({"v": 1.0, "u": 2.0}, 1)
+    b.learn_one({"u": 1.0, "v": 2.0}, 0)
+    assert a._state._order is not b._state._order
+    assert a._state._order._last[0] == ("v", "u")
+    assert b._state._order._last[0] == ("u", "v")
+    copy = pickle.loads(pickle.dumps(a))
+    assert copy._state._order._last == a._state._order._last

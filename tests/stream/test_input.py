@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter
+from streamcal.stream.kafka.ordering import OrderedMerge, RejectedRecord, UnreadableBatch
 from streamcal.stream.messages import BadInput, Fields, Rejected, decode_event, decode_label
-from streamcal.stream.ordering import OrderedMerge, RejectedRecord, UnreadableBatch
 from tests._fakes import TP, ChunkyConsumer, Record
 
 F = Fields()

@@ -12,10 +12,10 @@ from river import compose, linear_model, preprocessing
 
 from streamcal import VennAbersClassifier
 from streamcal.monitoring.tracker import CalibrationTracker
-from streamcal.stream import migrations
-from streamcal.stream.checkpoint import CheckpointError, seal, unseal
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.unit import CalibrationUnit
+from streamcal.stream.state import migrations
+from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
+from streamcal.stream.unit import CalibrationUnit, TopicRank
 from tests._fakes import Record
 
 KEY = b"k" * 32
@@ -144,11 +144,14 @@ def records(n, seed=5):
     return out + labels
 
 
-def feed(unit, recs, start, sent):
+def feed(unit, recs, start, sent, emit=None):
+    """Feed the unit; ``emit(unit)`` whenever it says a metric line is due."""
     unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     for t, (topic, value) in enumerate(recs, start):
         rec = Record(topic, 0, t, 1000 * t, value["id"].encode(), orjson.dumps(value))
-        (unit.on_event if topic == "ev" else unit.on_label)(rec)
+        rank = TopicRank.EVENT if topic == "ev" else TopicRank.LABEL
+        if unit.handle(rank, rec) and emit is not None:
+            emit(unit)
 
 
 @pytest.mark.parametrize("by", ["shop", "dev"])  # a top-level field; a (string) feature
@@ -157,7 +160,7 @@ def test_unit_with_by_roundtrips_through_a_checkpoint(by):
     recs = records(300)
     unit, sent = CalibrationUnit(cfg), []
     feed(unit, recs[:301], 0, sent)
-    again = CalibrationUnit.from_state(sealed(unit.to_state()), cfg)
+    again = CalibrationUnit.from_state(sealed(unit.to_state()), config=cfg)
     assert list(again.clf._state.categories) == list(unit.clf._state.categories)
     rest_a, rest_b = [], []
     feed(unit, recs[301:], 301, rest_a)
@@ -176,7 +179,7 @@ def test_checkpoint_fingerprint_includes_by():
     state = sealed(unit.to_state())
     for other in (config(), config(by="dev"), config(by="shop", max_categories=9)):
         with pytest.raises(CheckpointError, match="by|max_categories"):
-            CalibrationUnit.from_state(state, other)
+            CalibrationUnit.from_state(state, config=other)
 
 
 def test_bad_category_is_a_dead_letter():
@@ -199,7 +202,7 @@ def test_a_version_2_state_upgrades():
     v2["tracker"] = {k: v for k, v in v3["tracker"].items() if k != "categories"}
     v2["fingerprint"] = {k: v for k, v in v3["fingerprint"].items() if k not in new}
     state = migrations.upgrade({"version": 2, "state": sealed(v2)}, "test")
-    again = CalibrationUnit.from_state(state, cfg)
+    again = CalibrationUnit.from_state(state, config=cfg)
     a, b = [], []
     feed(unit, recs[100:], 100, a)
     feed(again, recs[100:], 100, b)
@@ -215,9 +218,9 @@ def test_per_category_lines_follow_each_units_line_with_its_labels():
 
     cfg = config(by="shop", scope="partition", state_topic="none", metrics_every=50, top_k=3)
     proc = Processor(cfg)
-    proc._metrics_out = out = io.StringIO()
-    proc.units[3] = unit = proc._unit(3)
-    feed(unit, records(120), 0, [])
+    proc.metrics.out = out = io.StringIO()
+    proc.units[3] = unit = proc.states.make(3)
+    feed(unit, records(120), 0, [], emit=lambda u: proc.metrics.emit_unit(u, merge_stalls=0))
     lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert len(lines) == 2 * (1 + 4)  # at 50 and 100 labels: the line, 3 shops, "(other)"
     for block in (lines[:5], lines[5:]):

@@ -285,7 +285,7 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     with topic, partition, offset and the fix; the checkpoint untouched; --skip-unreadable
     dead-letters the batches without counting anything twice; with lz4 available a rerun
     resumes to exactly the clean run's predictions."""
-    from streamcal.stream.checkpoint import CheckpointStore
+    from streamcal.stream.state.checkpoint import CheckpointStore
 
     topics = unique_topics
     events, labels = _stream()
@@ -367,7 +367,7 @@ def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
     off by one, which tansu stores as it is)."""
     import kafka.record.default_records as default_records
 
-    from streamcal.stream.ordering import UnreadableBatch
+    from streamcal.stream.kafka.ordering import UnreadableBatch
 
     topics = unique_topics
     events, labels = _stream()

@@ -156,7 +156,7 @@ def test_metric_lines_go_to_file_topic_callback_and_prometheus(
 
     def on_metrics(line):
         seen.append(line)
-        url = f"http://127.0.0.1:{processor._exporter.port}/metrics"
+        url = f"http://127.0.0.1:{processor.metrics_port}/metrics"
         scraped.append(urllib.request.urlopen(url, timeout=5).read().decode())
 
     final = processor.run(max_idle_s=1.0, on_metrics=on_metrics)

@@ -1,4 +1,4 @@
-"""The producer process (streamcal.stream.sink) against a real tansu broker: order and
+"""The producer process (streamcal.stream.kafka.sink) against a real tansu broker: order and
 completeness of what it produces, flush as a barrier, and what happens when either side
 of the pipe dies."""
 
@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from streamcal.stream.sink import Outbox, ProducerProcess
+from streamcal.stream.kafka.sink import Outbox, ProducerProcess
 from tests._helpers import wait_until
 from tests._kafka_helpers import read_topic
 
@@ -99,7 +99,7 @@ def test_when_the_processor_dies_the_child_delivers_what_it_holds_and_exits(kafk
     code = textwrap.dedent(
         f"""
         import os, signal, sys
-        from streamcal.stream.sink import ProducerProcess
+        from streamcal.stream.kafka.sink import ProducerProcess
         out = ProducerProcess({_settings(kafka_broker)!r})
         for i in range(700):
             out.send({topic!r}, b"k%d" % (i % 7), b"v%d" % i)
@@ -131,7 +131,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_only_kafka_pythons_slow_task_false_alarm_is_dropped(caplog):
-    from streamcal.stream.sink import quiet_false_alarms
+    from streamcal.stream.kafka.sink import quiet_false_alarms
 
     quiet_false_alarms()
     quiet_false_alarms()  # idempotent: one filter

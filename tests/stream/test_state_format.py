@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streamcal.stream.checkpoint import CheckpointError, CheckpointStore, seal, unseal
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.migrations import VERSION
 from streamcal.stream.processor import Processor
+from streamcal.stream.state.checkpoint import CheckpointError, CheckpointStore, seal, unseal
+from streamcal.stream.state.migrations import VERSION
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 
@@ -55,7 +55,10 @@ def test_checkpoint_of_the_previous_release_resumes_identically(mode, tmp_path):
     st = proc.state
     assert st.counts == want["counts"]
     assert {f"{t}:{p}": o for (t, p), o in st.offsets.items()} == want["offsets"]
-    assert (len(st.pending), len(st.waiting)) == (want["pending"], want["waiting"])
+    assert (len(st.events_awaiting_label), len(st.labels_awaiting_event)) == (
+        want["pending"],
+        want["waiting"],
+    )
     assert st.tracker.snapshot(reliability=True) == want["tracker"]
     assert st.clf.calibration_size == want["calibration_size"]
 
@@ -76,7 +79,7 @@ def test_state_roundtrip_through_the_current_format_resumes_identically(mode, tm
         .read_bytes()
         .startswith(b"STREAMCAL-CHECKPOINT v2\n")
     )
-    again = CalibrationUnit.from_state(store.load(), config)
+    again = CalibrationUnit.from_state(store.load(), config=config)
     sent = []
     feed(again, want["records"], sent)
     preds = [v for t, v in sent if t == "streamcal.predictions"]

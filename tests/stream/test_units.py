@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamcal.stream.checkpoint import MAGIC, CheckpointError, CheckpointStore
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.state.checkpoint import MAGIC, CheckpointError, CheckpointStore
 from tests._fakes import TP, ChunkyConsumer, Record
 
 KEY = b"k" * 32
@@ -282,7 +282,7 @@ def test_join_refused_by_the_learner_leaves_state_untouched(early):
     assert "learner rejected the label of 'e6'" in dead[0]["reason"]
     assert "x1 too large" in dead[0]["reason"]
     st, rs = proc.state, ref.state
-    assert "e6" in st.pending and st.recent.get("e6") is None
+    assert "e6" in st.events_awaiting_label and st.recent.get("e6") is None
     assert st.counts == {**rs.counts, "dead_letters": 1}
     assert st.counts["labels"] == st.tracker.labels == 8
     assert st.tracker.snapshot() == rs.tracker.snapshot()
@@ -296,13 +296,13 @@ def test_join_refused_by_the_learner_leaves_state_untouched(early):
 def test_join_refused_by_the_tracker_leaves_state_untouched():
     proc, sent = offline_processor()
     feed(proc, [("e", 0, 0.1)])
-    x, p0, p1, p, score = proc.state.pending.get("e0")
-    proc.state.pending.put("e0", (x, p0, p1, float("nan"), score), proc.state.clock)
+    pred = proc.state.events_awaiting_label.get("e0")
+    proc.state.events_awaiting_label.put("e0", pred._replace(p=float("nan")), proc.state.clock)
     feed(proc, [("l", 0, 1)])
     (reason,) = [v["reason"] for t, _, v in sent if t == "streamcal.dead-letters"]
     assert reason.startswith("tracker rejected the prediction of 'e0'")
     assert proc.state.tracker.labels == proc.state.clf.calibration_size == 0
-    assert "e0" in proc.state.pending
+    assert "e0" in proc.state.events_awaiting_label
 
 
 def test_refresh_every_reaches_the_learner():
@@ -315,8 +315,8 @@ def test_refresh_every_reaches_the_learner():
     assert CalibrationUnit(cfg).clf.refresh_every == 7
     assert CalibrationUnit(ProcessorConfig.build()).clf.refresh_every is None
     for values, words in (
-        ({"refresh_every": 0}, "refresh_every must be >= 1"),
-        ({"mode": "va", "refresh_every": 5}, "refresh_every must not be set with mode va"),
+        ({"refresh_every": 0}, "refresh_every must be a positive integer, got 0"),
+        ({"mode": "va", "refresh_every": 5}, "refresh_every is not used by mode .va."),
     ):
         with pytest.raises(ValueError, match=words):
             ProcessorConfig.build(**values)
@@ -342,7 +342,7 @@ def test_ordered_merge_is_the_sorted_order_however_records_arrive(records, rng, 
     """With all records in the topics, the merge releases them sorted by (timestamp, topic
     rank, partition, offset), whatever the fetch order and whether ``next`` or the
     non-blocking ``ready`` is used."""
-    from streamcal.stream.ordering import OrderedMerge
+    from streamcal.stream.kafka.ordering import OrderedMerge
 
     topics = ("ev", "lab")
     data = {TP(t, p): [] for t in topics for p in range(3)}
@@ -383,3 +383,29 @@ def test_metric_line_works_before_run():
         ProcessorConfig.build(metrics_file="none", scope="partition", state_topic="none")
     )
     assert part.metric_line()["events"] == 0 and part.units == {}
+
+
+def test_a_unit_moves_its_own_offsets_and_says_when_a_metric_line_is_due():
+    from streamcal.stream.unit import CalibrationUnit, TopicRank
+
+    cfg = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_every=2)
+    unit, sent = CalibrationUnit(cfg), []
+    unit.send = lambda topic, key, value: sent.append(topic)
+    due = []
+    for i in range(3):
+        event = orjson.dumps({"id": f"e{i}", "features": {"x1": 0.5}})
+        due.append(unit.handle(TopicRank.EVENT, Record("ev", 0, i, 1000 * i, b"k", event)))
+        label = orjson.dumps({"id": f"e{i}", "label": i % 2})
+        due.append(unit.handle(TopicRank.LABEL, Record("lab", 1, 10 + i, 1000 * i, b"k", label)))
+    # a duplicate label: a dead letter, no line, and the unit moves past it all the same
+    due.append(unit.handle(TopicRank.LABEL, Record("lab", 1, 13, 3000, b"k", label)))
+    assert due == [False, False, False, True, False, False, False]
+    assert unit.offsets == {("ev", 0): 3, ("lab", 1): 14}
+    assert sent.count(cfg.dead_letter_topic) == 1
+
+
+def test_the_empty_snapshot_is_a_new_units_made_without_a_model():
+    from streamcal.stream.unit import CalibrationUnit
+
+    for cfg in (ProcessorConfig.build(), ProcessorConfig.build(by="shop", top_k=3)):
+        assert CalibrationUnit.empty_snapshot(cfg) == CalibrationUnit(cfg).snapshot()

@@ -29,11 +29,13 @@ import uuid
 
 import orjson
 
-from streamcal.stream.checkpoint import CheckpointError, seal, unseal
+from streamcal.stream.kafka import clients
+from streamcal.stream.state.checkpoint import seal, unseal
+from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["StateTopic"]
 
-log = logging.getLogger("streamcal.stream")
+log = logging.getLogger(__name__)
 
 
 class StateTopic:
@@ -50,10 +52,10 @@ class StateTopic:
     def create(self, partitions: int = 1) -> None:
         """Create the topic unless it exists (on Apache Kafka, better created beforehand
         with cleanup.policy=compact: see docs/deploy.md)."""
-        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        admin = KafkaAdminClient(**self.settings)
+        admin = clients.admin(self.settings)
         try:
             if self.topic not in admin.list_topics():
                 admin.create_topics([NewTopic(self.topic, partitions, 1)])
@@ -97,10 +99,9 @@ class StateTopic:
     def read(self, timeout: float = 60.0, units=None) -> dict:
         """``{unit: sealed bytes}``: the newest complete checkpoint per unit of this group
         (of ``units`` only, if given: the others' chunks are not kept)."""
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import TopicPartition
 
-        consumer = KafkaConsumer(**self.settings, enable_auto_commit=False,
-                                 auto_offset_reset="earliest")  # fmt: skip
+        consumer = clients.consumer(self.settings)
         try:
             deadline = time.monotonic() + timeout
             while not consumer.partitions_for_topic(self.topic):

@@ -52,7 +52,7 @@ from streamcal.stream.messages import Rejected
 
 __all__ = ["OrderedMerge", "RejectedRecord", "UnreadableBatch"]
 
-log = logging.getLogger("streamcal.stream")
+log = logging.getLogger(__name__)
 
 
 class RejectedRecord(NamedTuple):

@@ -21,33 +21,16 @@ from __future__ import annotations
 import logging
 import time
 
+from streamcal.stream.kafka import clients
+from streamcal.stream.kafka.clients import partition_count
+
 __all__ = ["GroupError", "GroupMembership", "GlobalLock", "check_copartitioned"]
 
-log = logging.getLogger("streamcal.stream")
+log = logging.getLogger(__name__)
 
 
 class GroupError(RuntimeError):
     """The group or the topics do not allow this instance to run: one-line message."""
-
-
-def heartbeat_ms(session_timeout_ms: int) -> int:
-    """At most a third of the session timeout (Kafka's rule) and at most 1 s: a member
-    learns that the group rebalances at its next heartbeat, so after a kill -9 the
-    survivors rejoin up to one interval after the session timeout has run out."""
-    return max(100, min(1000, session_timeout_ms // 3))
-
-
-def partition_count(consumer, topic: str, timeout: float = 30.0) -> int:
-    """The number of partitions of ``topic`` (waits for the metadata)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        parts = consumer.partitions_for_topic(topic)
-        if parts:
-            return len(parts)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic!r} has no partitions (broker unreachable?)")
-        consumer.topics()  # a metadata request; brokers that auto-create do so now
-        time.sleep(0.1)
 
 
 def check_copartitioned(consumer, events: str, labels: str) -> int:
@@ -123,6 +106,10 @@ class GroupMembership:
         except Exception as exc:  # noqa: BLE001 - raised by the loop
             self.error = exc
 
+    def detach(self) -> None:
+        """Stop releasing revoked units (the processor has written its final checkpoint)."""
+        self._release = lambda units: None
+
     def take_new(self) -> list[int]:
         """The units assigned since the last call, for the processor to adopt."""
         new, self._new = sorted(self._new), set()
@@ -185,19 +172,9 @@ class GlobalLock:
     """
 
     def __init__(self, settings: dict, group_id: str, topic: str, session_timeout_ms: int):
-        from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-
         self.topic, self.group_id = topic, group_id
-        self.consumer = KafkaConsumer(
-            **settings,
-            group_id=group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="latest",
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_ms(session_timeout_ms),
-            partition_assignment_strategy=[RangePartitionAssignor],
-            max_poll_records=1,
+        self.consumer = clients.consumer(
+            settings, group_id, session_timeout_ms, auto_offset_reset="latest", max_poll_records=1
         )
         self._kept_at = 0.0
 

@@ -1,11 +1,31 @@
 """The checkpoint state format, its version, and the upgrades from older versions.
 
 A checkpoint holds one unit of calibration (``streamcal.stream.unit``) as plain data,
-``{"version": VERSION, "state": ...}``; each stateful part has ``to_state()`` /
-``from_state()`` (the classifier and its mode, the tracker, the waiting rooms, the recent
-ids, the unit). The river model is kept as its own pickle; everything else is dicts,
-lists, numbers, strings, bytes and numpy arrays, so renaming a class never breaks a
-saved state. Versions:
+``{"version": VERSION, "state": ...}``. The river model is kept as its own pickle;
+everything else is dicts, lists, numbers, strings, bytes and numpy arrays, so renaming a
+class never breaks a saved state.
+
+Every stateful part has one form: ``part.to_state()`` gives plain data and the
+classmethod ``Part.from_state(state, **deps)`` rebuilds it, ``deps`` being keywords for
+what is not data (the scoring model, a callable, a converter, the settings):
+
+* stream: ``CalibrationUnit`` (``config=``, ``send=``), ``WaitingRoom``
+  (``value=``, converting each stored value back), ``RecentIds``;
+* learner: ``VennAbersClassifier`` (``by=``, only for a callable ``by``), the modes
+  ``PretrainedVennAbers``, ``SimplifiedVennAbers`` and ``VennAbers`` (``model=``),
+  ``MondrianVennAbers`` (``model=`` and the classifier's settings), a Mondrian category
+  (``owner=``), ``FeatureMatrix``;
+* monitoring: ``CalibrationTracker``, ``CategoryBreakdown``;
+* core: ``ScoreStore`` (``backend=``).
+
+There is one version for all of it, ``VERSION`` below: the parts carry none of their
+own, and the upgrade steps for every layer's parts are here (only reading a version-1
+pickle also goes through the ``__setstate__`` of a few classes that 0.1 pickled and that
+still load as themselves). ``ScoreStore.to_state()``
+has its own ``format`` because the store is also used, pickled and saved on its own,
+outside any checkpoint, and ``streamcal.core`` cannot depend on this module; a
+checkpoint does not use it (the modes keep their store as its ``(scores, labels)``
+arrays), so a change of the store's format never needs a checkpoint upgrade. Versions:
 
 1. streamcal 0.1: a pickle of the processor's objects (``ProcessorState``, private
    classes included), framed with ``checkpoint.MAGIC_V1``.
@@ -14,7 +34,8 @@ saved state. Versions:
    ``fallback`` and ``max_categories`` (with ``by``, its ``mode_state`` is
    ``MondrianVennAbers.to_state()``: one mode state per category); the tracker state has
    ``categories`` (``CategoryBreakdown.to_state()``); the fingerprint has ``by``,
-   ``min_category``, ``fallback`` and ``max_categories``.
+   ``min_category``, ``fallback`` and ``max_categories``. An upgraded state gets the
+   defaults of ``streamcal.learner.settings.ClassifierSettings``.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -28,13 +49,17 @@ import pickle
 
 import numpy as np
 
-from streamcal.stream.checkpoint import CheckpointError
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, MONDRIAN_SETTINGS, ClassifierSettings
+from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
 VERSION = 3
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
+
+# What a classifier saved before Mondrian calibration had: none of its settings.
+_BEFORE_MONDRIAN = {k: getattr(ClassifierSettings(), k) for k in MONDRIAN_SETTINGS}
 
 
 def upgrade(doc, where: str):
@@ -54,7 +79,9 @@ def upgrade(doc, where: str):
 
 
 # ---------------------------------------------------------------- version 2 -> 3
-def _no_categories(top_k: int = 10, bins: int = 10, max_categories: int = 1000) -> dict:
+def _no_categories(
+    top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
+) -> dict:
     empty = {"labels": 0, "ones": 0, "p0": 0.0, "p1": 0.0, "log": 0.0, "square": 0.0,
              "bins": [bins, [0] * bins, [0] * bins, [0.0] * bins]}  # fmt: skip
     return {"top_k": top_k, "bins": bins, "max_categories": max_categories, "sums": [],
@@ -64,17 +91,10 @@ def _no_categories(top_k: int = 10, bins: int = 10, max_categories: int = 1000) 
 def _v2_to_v3(state: dict) -> dict:
     """Before Mondrian: no ``by``, no per-category statistics."""
     state = dict(state)
-    state["classifier"] = {
-        "by": None,
-        "mondrian": False,
-        "min_category": 0,
-        "fallback": None,
-        "max_categories": 1000,
-        **state["classifier"],
-    }
+    state["classifier"] = {**_BEFORE_MONDRIAN, "mondrian": False, **state["classifier"]}
     tracker = state["tracker"]
     state["tracker"] = {"categories": _no_categories(bins=tracker["bins"]), **tracker}
-    fingerprint = {k: None for k in ("by", "min_category", "fallback", "max_categories")}
+    fingerprint = dict.fromkeys(MONDRIAN_SETTINGS)  # not given
     state["fingerprint"] = {**fingerprint, **state["fingerprint"]}
     return state
 
@@ -141,7 +161,7 @@ def from_v1(payload: bytes) -> dict:
     if not isinstance(old, _V1ProcessorState):
         raise CheckpointError("the checkpoint does not hold a streamcal processor state")
     # a 0.1 classifier predates Mondrian calibration: give it the settings' defaults
-    for k, v in (("by", None), ("min_category", 0), ("fallback", None), ("max_categories", 1000)):
+    for k, v in _BEFORE_MONDRIAN.items():
         old.clf.__dict__.setdefault(k, v)
     waiting = old.waiting.to_state()
     waiting["items"] = [(k, d, (v.y, tuple(v.rec))) for k, d, v in waiting["items"]]

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 
 __all__ = ["Outbox", "ProducerProcess"]
 
-log = logging.getLogger("streamcal.stream")
+log = logging.getLogger(__name__)
 
 _FLUSH_EVERY = 50_000  # outputs kept for re-sending before a flush is forced
 _BATCH = 512  # records per message to the child process
@@ -132,7 +132,7 @@ class ProducerProcess:
 
     def __init__(self, settings: dict):
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from streamcal.stream.sink import _child; _child()"],
+            [sys.executable, "-c", "from streamcal.stream.kafka.sink import _child; _child()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,

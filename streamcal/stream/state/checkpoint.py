@@ -1,9 +1,9 @@
 """Atomic, authenticated checkpoints of the processor's state.
 
-A checkpoint (a file here, a record of the state topic in ``streamcal.stream.state_topic``)
+A checkpoint (a file here, records of the state topic in ``streamcal.stream.state.topic``)
 is ``MAGIC`` (framing), an HMAC-SHA256 tag over magic + payload, then the payload: the
 state as plain data (dicts, lists, numbers, strings, bytes, numpy arrays; see
-``streamcal.stream.migrations`` for the format and its version). The tag is checked with
+``streamcal.stream.state.migrations`` for the format and its version). The tag is checked with
 ``hmac.compare_digest`` *before* anything is unpickled: unpickling runs code, so a
 checkpoint written by someone without the key (tampered, or from another deployment) is
 refused, never loaded. Even then the payload is read with an unpickler that builds no
@@ -25,7 +25,7 @@ True
 >>> CheckpointStore(d, key=b"another key, 16+ bytes").load()
 Traceback (most recent call last):
 ...
-streamcal.stream.checkpoint.CheckpointError: checkpoint ... failed authentication ...
+streamcal.stream.state.errors.CheckpointError: checkpoint ... failed authentication ...
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ import re
 import tempfile
 from pathlib import Path
 
+from streamcal.stream.state import migrations
+from streamcal.stream.state.errors import CheckpointError
+
 __all__ = ["CheckpointStore", "CheckpointError", "MAGIC", "seal", "unseal"]
 
 MAGIC = b"STREAMCAL-CHECKPOINT v2\n"  # payload: {"version": N, "state": plain data}
@@ -46,10 +49,6 @@ MAGIC_V1 = b"STREAMCAL-CHECKPOINT v1\n"  # payload: a pickle of the processor's 
 _MAGIC_PREFIX = b"STREAMCAL-CHECKPOINT v"
 _TAG = hashlib.sha256().digest_size
 _NAME = re.compile(r"^checkpoint-(\d{12})\.ckpt$")
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be trusted or read: one-line message."""
 
 
 # What the plain-data unpickler may build besides builtins: numpy arrays (both numpy 1
@@ -75,9 +74,7 @@ def _tag(key: bytes, magic: bytes, payload: bytes) -> bytes:
 
 def seal(key: bytes, state) -> bytes:
     """``state`` (plain data) as checkpoint bytes: magic, HMAC tag, payload."""
-    from streamcal.stream.migrations import VERSION
-
-    payload = pickle.dumps({"version": VERSION, "state": state}, protocol=5)
+    payload = pickle.dumps({"version": migrations.VERSION, "state": state}, protocol=5)
     return MAGIC + _tag(key, MAGIC, payload) + payload
 
 
@@ -85,8 +82,6 @@ def unseal(key: bytes, data: bytes, where: str):
     """The state in checkpoint bytes ``data``, authenticated, then upgraded to the current
     format. Raises ``CheckpointError`` (one line naming ``where``) when it cannot be
     trusted or read, or was written by a newer streamcal."""
-    from streamcal.stream import migrations
-
     magic = data[: len(MAGIC)]
     if magic not in (MAGIC, MAGIC_V1):
         if data.startswith(_MAGIC_PREFIX):

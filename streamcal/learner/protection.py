@@ -1,0 +1,161 @@
+"""A classifier's protection: its protectors (one, or one per category) and the base p it gave.
+
+``VennAbersClassifier(..., protect=True)`` keeps one of these. Each protector
+(``streamcal.core.Protector``) must learn a label together with the base probability that
+was *given* for that object, which may differ from the one the classifier would give now if
+other labels came in between (late labels). Where that p comes from, in order:
+
+1. ``learn_one(x, y, p=...)``: the caller kept it (the stream processor keeps every pending
+   prediction). Exact, and costs nothing here.
+2. The base p of the most recent prediction of an object with the same features (and
+   category), kept for the last ``MAX_GIVEN`` predictions. Exact for a river loop with
+   delayed labels, as long as at most ``MAX_GIVEN`` predictions wait for their labels
+   and two objects waiting at once do not have identical features.
+3. Otherwise (a label for an object never predicted, or forgotten): the base p the
+   classifier gives the object now, before learning its label. The alarm stays a valid
+   test (that p is fixed before the label is seen); only the loss identity is approximate.
+
+Labels right after their predictions get the same p by all three routes.
+
+With ``by``, every category has its own protector (created at its first label; at most
+``max_categories``, the least recently labelled dropped first), so the alarm of a category
+tests that category's forecasts. The classifier's ``alarm`` is any category's: each
+category's false-alarm probability is at most alpha, so with k categories, at most k alpha.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from streamcal.core import Protector
+from streamcal.learner.scoring import FeatureOrder
+
+__all__ = ["MAX_GIVEN", "Protection", "check_protect"]
+
+MAX_GIVEN = 10_000  # predictions whose base p is remembered, for late labels
+
+
+def check_protect(protect) -> dict | None:
+    """Protector parameters for ``protect`` (True: the defaults, a dict: those), or None.
+
+    >>> check_protect(False) is None, check_protect(True), check_protect({"alpha": 0.05})
+    (True, {}, {'alpha': 0.05})
+    >>> check_protect({"alpha": 2})
+    Traceback (most recent call last):
+    ...
+    ValueError: protect: alpha must be in (0.0, 1.0), got 2
+    >>> check_protect("yes")
+    Traceback (most recent call last):
+    ...
+    ValueError: protect must be True, False or a dict of Protector parameters, got 'yes'
+    """
+    if protect is False or protect is None:
+        return None
+    if protect is True:
+        return {}
+    if not isinstance(protect, dict):
+        raise ValueError(
+            f"protect must be True, False or a dict of Protector parameters, got {protect!r}"
+        )
+    try:
+        Protector(**protect)
+    except TypeError as exc:
+        raise ValueError(f"protect: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"protect: {exc}") from None
+    return dict(protect)
+
+
+def _plain(v):
+    """A key read back from plain data: JSON-like formats turn tuples into lists."""
+    return tuple(_plain(e) for e in v) if isinstance(v, list) else v
+
+
+class Protection:
+    """Protectors by category (``None`` without ``by``) and the base p of recent predictions.
+
+    >>> prot = Protection({"burn_in": 0})
+    >>> round(prot.predict((None, ("a",), (1.0,)), None, 0.2), 12)  # nothing learned: p
+    0.2
+    >>> for i in range(100):
+    ...     prot.learn(None, prot.given((None, ("a",), (1.0,)), 0.2), 1)
+    >>> prot.alarm_at, round(prot.predict((None, ("a",), (2.0,)), None, 0.2), 2)
+    (14, 0.57)
+    """
+
+    def __init__(self, params: dict, max_categories: int | None = None):
+        self.params = dict(params)
+        self.max_categories = max_categories
+        self.protectors: OrderedDict = OrderedDict()  # category -> Protector, LRU first
+        self._given: dict = {}  # (category, names, values) -> base p, oldest first
+        self._fresh = Protector(**self.params)  # answers for categories without labels
+        self._order = FeatureOrder()  # the canonical feature order, sorted once per key order
+        self.n = 0  # labels learned, all categories
+        self.alarm_at: int | None = None  # self.n when the first protector alarmed
+
+    @property
+    def log_martingale(self) -> float:
+        """The largest log S over the categories (0 before any label)."""
+        return max((p.log_martingale for p in self.protectors.values()), default=0.0)
+
+    def key(self, category, x: dict):
+        """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
+        cx = self._order.ordered(x)
+        try:
+            key = (category, tuple(cx), tuple(cx.values()))
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def predict(self, key, category, p: float) -> float:
+        """The protected p for base p; remembers p under ``key`` (None: unhashable x)."""
+        if key is not None:
+            given = self._given
+            given.pop(key, None)  # re-inserted: the newest prediction of these features
+            given[key] = p
+            if len(given) > MAX_GIVEN:
+                del given[next(iter(given))]
+        return self.protectors.get(category, self._fresh).predict(p)
+
+    def given(self, key, default=None):
+        """The base p given for the object under ``key`` (forgotten then), else ``default``."""
+        if key is None:
+            return default
+        return self._given.pop(key, default)
+
+    def learn(self, category, p: float, y: int) -> None:
+        """Learn label ``y`` of an object of ``category`` whose base p was ``p``."""
+        prot = self.protectors.get(category)
+        if prot is None:
+            if self.max_categories is not None and len(self.protectors) >= self.max_categories:
+                self.protectors.popitem(last=False)
+            prot = self.protectors[category] = Protector(**self.params)
+        else:
+            self.protectors.move_to_end(category)
+        prot.learn(p, y)
+        self.n += 1
+        if self.alarm_at is None and prot.alarm:
+            self.alarm_at = self.n
+
+    def to_state(self) -> dict:
+        """Plain data: the protectors (least recently labelled first) and the given p's."""
+        return {
+            "params": dict(self.params),
+            "protectors": [[c, p.to_state()] for c, p in self.protectors.items()],
+            "given": [[c, list(names), list(values), p]
+                      for (c, names, values), p in self._given.items()],  # fmt: skip
+            "n": self.n,
+            "alarm_at": self.alarm_at,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, max_categories: int | None = None) -> Protection:
+        """The protection ``to_state`` described."""
+        self = cls(state["params"], max_categories)
+        for c, st in state["protectors"]:
+            self.protectors[_plain(c)] = Protector.from_state(st)
+        for c, names, values, p in state["given"]:
+            self._given[(_plain(c), _plain(names), _plain(values))] = p
+        self.n, self.alarm_at = state["n"], state["alarm_at"]
+        return self

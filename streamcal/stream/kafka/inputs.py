@@ -1,0 +1,145 @@
+"""The processor's inputs: its consumer, its place in the group, and the ordered merge of
+the partitions it reads.
+
+``--scope global``: the consumer is assigned every partition of both topics, and
+``GlobalLock`` (unless turned off) keeps a second instance from calibrating too.
+``--scope partition``: the consumer subscribes to both topics in the job's group and
+``GroupMembership`` says which units (partition numbers) it runs; after every change of
+assignment the merge is built anew over the assigned partitions, from the units'
+offsets, and records polled across a rebalance are dropped (they are read again).
+"""
+
+from __future__ import annotations
+
+from streamcal.stream.kafka import clients
+from streamcal.stream.kafka.group import (
+    GlobalLock,
+    GroupMembership,
+    MergeView,
+    check_copartitioned,
+)
+
+__all__ = ["Inputs", "STALE"]
+
+STALE = object()  # what ``next`` returns for records polled across a rebalance
+
+
+class Inputs:
+    """Read the input topics of ``config`` in merge order; ``ranks`` maps a topic to its
+    rank in that order. ``release(units)`` is called, from within a poll, with the units
+    revoked from this instance (``--scope partition``)."""
+
+    def __init__(self, config, ranks: dict, release=None):
+        self.config = config
+        self.consumer = None  # given to open()
+        self.ranks = ranks
+        self.merge = None  # the OrderedMerge of the current assignment
+        self.lock: GlobalLock | None = None
+        self.membership: GroupMembership | None = None
+        self._release = release
+        self._generation = -1
+
+    def lock_group(self) -> None:
+        """``--scope global`` with ``global_lock``: be the only instance in the group (an
+        own consumer of the events topic; ``GroupError`` if another one is in it)."""
+        cfg = self.config
+        self.lock = GlobalLock(
+            cfg.kafka_client_settings(),
+            group_id=cfg.group_id,
+            topic=cfg.events_topic,
+            session_timeout_ms=cfg.session_timeout_ms,
+        )
+        self.lock.acquire()
+
+    def open(self, consumer, offset_of) -> None:
+        """Start reading with ``consumer``: with ``--scope global`` every partition, each
+        from ``offset_of(topic, partition)``; else join the group (units come later)."""
+        cfg = self.config
+        self.consumer = consumer
+        topics = (cfg.events_topic, cfg.labels_topic)
+        if cfg.scope == "global":
+            tps = clients.input_partitions(self.consumer, topics)
+            self.consumer.assign(tps)
+            self.remerge(offset_of, tps)
+        else:
+            check_copartitioned(self.consumer, *topics)
+            self.membership = GroupMembership(self.consumer, *topics, self._release)
+            self.membership.subscribe()
+
+    def reassigned(self) -> list[int] | None:
+        """With ``--scope partition``: None while the assignment is the one the merge
+        reads; after a change, the units newly assigned (maybe none), to adopt before
+        ``remerge``. Raises what went wrong in the rebalance callbacks."""
+        membership = self.membership
+        if membership is None:
+            return None
+        if membership.error is not None:
+            raise membership.error
+        if membership.generation == self._generation:
+            return None
+        self._generation = membership.generation
+        return membership.take_new()
+
+    def remerge(self, offset_of, tps=None) -> None:
+        """A new merge over ``tps`` (default: the assigned partitions), each read from
+        ``offset_of(topic, partition)``."""
+        from streamcal.stream.kafka.ordering import OrderedMerge
+
+        cfg = self.config
+        if tps is None:
+            tps = self.membership.partitions()
+        if not tps:
+            self.merge = None
+            return
+        view = self.consumer
+        if self.membership is not None:
+            view = MergeView(self.consumer, self.membership)
+        for tp in tps:
+            self.consumer.seek(tp, offset_of(tp.topic, tp.partition))
+        self.merge = OrderedMerge(
+            view,
+            tps,
+            self.ranks,
+            max_wait=cfg.merge_wait,
+            poll_records=cfg.poll_max_records,
+            max_future=cfg.max_future_s,
+            max_bytes=cfg.max_message_bytes,
+            skip_unreadable=cfg.skip_unreadable,
+        )
+
+    def next(self, timeout: float):
+        """The next ``(rank, record)`` in merge order, None if there was none within
+        ``timeout`` seconds, or ``STALE`` if the assignment changed meanwhile."""
+        if self.merge is None:
+            self.consumer.poll(timeout_ms=int(1000 * timeout), max_records=1)  # join, beat
+            return None
+        item = self.merge.next(timeout)
+        membership = self.membership
+        if membership is not None and membership.generation != self._generation:
+            return STALE  # polled across a rebalance: read again from the offsets
+        return item
+
+    def caught_up(self) -> bool:
+        return self.merge is not None and self.merge.caught_up()
+
+    def keep(self) -> None:
+        """Stay in the group (the lock polls now and then)."""
+        if self.lock is not None:
+            self.lock.keep()
+
+    def commit(self, offsets: dict) -> None:
+        """Commit ``{(topic, partition): next offset}`` as a member of the group."""
+        clients.commit(self.lock or self.consumer, offsets)
+
+    def close(self) -> None:
+        """Stop releasing units (the final checkpoint is written), leave the group."""
+        if self.membership is not None:
+            self.membership.detach()
+        try:
+            if self.consumer is not None:
+                self.consumer.close(autocommit=False)
+        except Exception:  # noqa: BLE001
+            pass
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None

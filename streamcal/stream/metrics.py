@@ -1,0 +1,170 @@
+"""Metric lines: made from a unit's snapshot, and sent wherever the settings say.
+
+A metric line (docs/contracts.md) has every field of the metric schema
+(``streamcal.monitoring.schema``), in its order, taken by name from a unit's
+``snapshot()`` and from the processor's own values (time, rate, merge stalls, version);
+then the labels saying where it comes from: ``unit`` (the partition number, or
+``global``) and ``instance``. With ``--by`` a unit's line is followed by its
+per-category lines, with the same labels.
+
+A line goes to the metrics file (or stdout), the metrics topic (one key per unit, so a
+unit's lines stay in order), the Prometheus exporter and the caller's ``on_metrics``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import orjson
+
+import streamcal
+from streamcal.monitoring import schema as metric_schema
+from streamcal.stream.unit import GLOBAL_UNIT
+
+__all__ = ["MetricEmitter", "metric_line"]
+
+
+def metric_line(values: dict, unit: int | None, instance: str) -> dict:
+    """The metric line of ``unit`` from ``values`` (a unit's snapshot and the processor's
+    values, by field name; a field without a value is None).
+
+    >>> line = metric_line({"events": 3, "labels": 1}, unit=2, instance="i-1")
+    >>> line["events"], line["labels"], line["pending"], line["unit"], line["instance"]
+    (3, 1, None, '2', 'i-1')
+    """
+    line = {f.key: values.get(f.key) for f in metric_schema.FIELDS}
+    line["unit"] = "global" if unit is GLOBAL_UNIT else str(unit)
+    line["instance"] = instance
+    return line
+
+
+class MetricEmitter:
+    """Make the metric lines of a processor's units and send them (see the module
+    docstring). ``start`` opens the outputs; until then, lines are only made."""
+
+    def __init__(self, config, instance: str, exporter_class=None):
+        self.config = config
+        self.instance = instance
+        self.exporter_class = exporter_class  # PrometheusExporter with metrics_port
+        self.version = streamcal.__version__
+        self.exporter = None
+        self.out = None  # the metrics file (or stdout), while running
+        self.outbox = None  # the processor's, while running
+        self.on_metrics = None
+        self._close_out = False
+        now = time.monotonic()
+        self._rate_marks: dict = {}  # unit -> (monotonic time, its events) of its last line
+        self.last_line_at = now
+        self.last_line_counts = None  # (events, labels, dead letters) of the last global line
+
+    def start(self, units: dict, on_metrics=None) -> None:
+        """Open the outputs (the outbox is set once the processor has one); measure the
+        rates of ``units`` from now."""
+        cfg = self.config
+        self.on_metrics = on_metrics
+        if cfg.metrics_file and cfg.metrics_file.lower() != "none":
+            if cfg.metrics_file == "-":
+                self.out = sys.stdout
+            else:
+                self.out = open(cfg.metrics_file, "a", encoding="utf-8")  # noqa: SIM115
+                self._close_out = True
+        if self.exporter_class is not None:
+            self.exporter = self.exporter_class(cfg.metrics_port, addr=cfg.metrics_addr)
+        self.last_line_counts = None
+        self.last_line_at = time.monotonic()
+        for u, unit in units.items():
+            self.mark(u, unit.counts["events"])
+
+    def close(self) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+        if self._close_out:
+            self.out.close()
+            self._close_out = False
+        self.out = self.outbox = None
+
+    def mark(self, unit: int | None, events: int) -> None:
+        """Measure the event rate of ``unit`` from now (and ``events``) on."""
+        self._rate_marks[unit] = (time.monotonic(), events)
+
+    def due(self, now: float, totals) -> tuple | None:
+        """The ``totals()`` (events, labels, dead letters) if the periodic lines are due at
+        ``now`` (monotonic): ``metrics_interval`` has passed and the totals differ from
+        the last lines' (the caller sets ``last_line_counts`` once it has sent them)."""
+        if now - self.last_line_at < self.config.metrics_interval:
+            return None
+        counts = totals()
+        if counts == self.last_line_counts:
+            self.last_line_at = now  # nothing new: look again one interval later
+            return None
+        return counts
+
+    def line(self, unit: int | None, snapshot: dict, merge_stalls: int) -> dict:
+        """The current metric line of ``unit``, whose snapshot is ``snapshot``."""
+        mono = time.monotonic()
+        events = snapshot["events"]
+        since, then = self._rate_marks.get(unit, (mono, events))
+        elapsed = mono - since
+        values = {
+            **snapshot,
+            "ts": time.time(),
+            "events_per_s": (events - then) / elapsed if elapsed > 0 else 0.0,
+            "merge_stalls": merge_stalls,
+            "version": self.version,
+        }
+        return metric_line(values, unit, self.instance)
+
+    def emit(self, unit: int | None, snapshot: dict, categories, merge_stalls: int) -> dict:
+        """Make the line of ``unit`` and send it, then its per-category lines
+        (``categories``: rows of ``CalibrationTracker.category_snapshots``, or None)."""
+        line = self.line(unit, snapshot, merge_stalls)
+        self.mark(unit, line["events"])
+        self.last_line_at = time.monotonic()
+        if unit is GLOBAL_UNIT:
+            self.last_line_counts = (line["events"], line["labels"], line["dead_letters"])
+        data = orjson.dumps(line)
+        if self.out is not None:
+            self.out.write(data.decode() + "\n")
+            self.out.flush()
+        self._send(unit, line, data)
+        if self.exporter is not None:
+            self.exporter.update(line)
+        if categories is not None:
+            self._emit_categories(unit, line, categories)
+        if self.on_metrics is not None:
+            self.on_metrics(line)
+        return line
+
+    def emit_unit(self, unit, merge_stalls: int) -> dict:
+        """Make and send the line of ``unit`` (a ``CalibrationUnit``), with its
+        per-category lines under ``--by``."""
+        categories = unit.category_snapshots() if self.config.by is not None else None
+        return self.emit(unit.unit, unit.snapshot(), categories, merge_stalls)
+
+    def emit_all(self, units: dict, merge_stalls: int) -> dict | None:
+        """The lines of all ``units`` (the global one, or by partition); the last line."""
+        line = None
+        for u in sorted(units, key=lambda k: -1 if k is GLOBAL_UNIT else k):
+            line = self.emit_unit(units[u], merge_stalls)
+        return line
+
+    def _send(self, unit, line: dict, data: bytes) -> None:
+        cfg = self.config
+        if cfg.metrics_topic and self.outbox is not None:
+            # One key per unit: one partition, so a unit's lines stay in order.
+            key = cfg.client_id if unit is GLOBAL_UNIT else f"{cfg.client_id}/{line['unit']}"
+            self.outbox.send(cfg.metrics_topic, key.encode(), data)
+
+    def _emit_categories(self, unit, line: dict, categories) -> None:
+        labels = {"unit": line["unit"], "instance": line["instance"]}
+        rows = [{**row, **labels} for row in categories]
+        for row in rows:
+            data = orjson.dumps(row)
+            if self.out is not None:
+                self.out.write(data.decode() + "\n")
+            self._send(unit, line, data)
+        if self.out is not None:
+            self.out.flush()
+        if self.exporter is not None:
+            self.exporter.update_categories(rows, labels)

@@ -1,0 +1,124 @@
+"""ClassifierSettings is the one owner of the classifier's defaults and rules: the learner,
+the processor's flags, the monitoring's bound and the checkpoint fingerprint agree with it."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+from river import linear_model
+
+from streamcal import VennAbersClassifier
+from streamcal.learner.mondrian import MondrianVennAbers
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    FIELDS,
+    MONDRIAN_SETTINGS,
+    ClassifierSettings,
+)
+from streamcal.monitoring.categories import CategoryBreakdown
+from streamcal.monitoring.tracker import CalibrationTracker
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.state.checkpoint import CheckpointError
+from streamcal.stream.unit import FINGERPRINT, CalibrationUnit, check_fingerprint
+
+
+def _default(callable_, name):
+    return inspect.signature(callable_).parameters[name].default
+
+
+def test_the_classifier_signature_has_the_settings_defaults():
+    defaults = ClassifierSettings()
+    params = inspect.signature(VennAbersClassifier).parameters
+    # protect is the protection's own setting (streamcal.learner.protection), checked there
+    assert [p for p in params if p not in ("model", "protect")] == list(FIELDS)
+    for name in FIELDS:
+        assert params[name].default == getattr(defaults, name), name
+
+
+def test_the_processor_builds_the_classifier_with_the_settings_defaults():
+    clf = CalibrationUnit(ProcessorConfig.build()).clf
+    assert clf.settings == ClassifierSettings()
+    assert ProcessorConfig.build().classifier_settings() == ClassifierSettings()
+
+
+def test_every_max_categories_default_is_the_settings_one():
+    assert ClassifierSettings().max_categories == DEFAULT_MAX_CATEGORIES
+    for owner in (MondrianVennAbers, CategoryBreakdown, CalibrationTracker):
+        assert _default(owner, "max_categories") == DEFAULT_MAX_CATEGORIES, owner
+    unit = CalibrationUnit(ProcessorConfig.build(by="shop"))
+    assert unit.tracker.to_state()["categories"]["max_categories"] == DEFAULT_MAX_CATEGORIES
+    assert unit.clf.max_categories == DEFAULT_MAX_CATEGORIES
+
+
+BAD = [
+    {"mode": "ivap"},
+    {"merge": "geometric"},
+    {"window": 0},
+    {"refresh_every": 0},
+    {"mode": "va", "refresh_every": 5},
+    {"by": "g", "max_categories": 0},
+    {"by": "g", "min_category": -1},
+    {"by": "g", "fallback": "nearest", "min_category": 3},
+    {"by": "g", "min_category": 3},
+    {"by": "g", "fallback": "pooled"},
+    {"by": "g", "mode": "sva", "min_category": 3, "fallback": "pooled"},
+]
+
+
+@pytest.mark.parametrize("settings", BAD, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_learner_and_processor_refuse_with_the_same_message(settings):
+    with pytest.raises(ValueError) as learner:
+        VennAbersClassifier(linear_model.LogisticRegression(), **settings)
+    with pytest.raises(ValueError) as processor:
+        ProcessorConfig.build(**settings)
+    with pytest.raises(ValueError) as alone:
+        ClassifierSettings(**settings)
+    assert str(learner.value) == str(processor.value) == str(alone.value)
+    bad = next(k for k in settings if k != "by")
+    assert bad in str(alone.value)  # the message names the setting (the flag)
+
+
+@pytest.mark.parametrize("name", MONDRIAN_SETTINGS[1:])
+def test_the_processor_refuses_mondrian_flags_without_by(name):
+    value = {"min_category": 3, "fallback": "pooled", "max_categories": 5}[name]
+    with pytest.raises(ValueError, match=f"{name} needs by"):
+        ProcessorConfig.build(**{name: value})
+
+
+def test_given_fills_in_the_defaults_for_none():
+    assert ClassifierSettings.given(window=None, mode=None) == ClassifierSettings()
+    assert ClassifierSettings.given(window=7, by="g").as_dict() == {
+        **ClassifierSettings().as_dict(),
+        "window": 7,
+        "by": "g",
+    }
+
+
+def test_settings_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ClassifierSettings().window = 3
+
+
+@pytest.mark.parametrize(
+    "mode, refresh_every, period",
+    [("pretrained", None, 50), ("pretrained", 7, 7), ("sva", None, None), ("va", None, None)],
+)
+def test_refresh_period(mode, refresh_every, period):
+    settings = ClassifierSettings(mode=mode, window=50, refresh_every=refresh_every)
+    assert settings.refresh_period == period
+
+
+def test_the_fingerprint_compares_the_settings_in_effect():
+    """A setting left to its default and the same value given are one setting; another
+    value is refused, naming it."""
+    state = CalibrationUnit(ProcessorConfig.build()).to_state()
+    assert set(state["fingerprint"]) == set(FINGERPRINT)
+    assert state["fingerprint"]["window"] is None  # recorded as given
+    same = ProcessorConfig.build(window=ClassifierSettings().window, mode="pretrained")
+    check_fingerprint(state, same)
+    for other in ({"window": 999}, {"merge": "mean"}, {"by": "g"}, {"model": "gnb"}):
+        name = next(iter(other))
+        with pytest.raises(CheckpointError, match=f"written with {name}="):
+            check_fingerprint(state, ProcessorConfig.build(**other))
