@@ -4,6 +4,7 @@ refusals (mismatched partition counts, a second global instance, tampered state)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -33,6 +34,9 @@ from tests._kafka_helpers import (
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 P = 6  # partitions of the events and labels topics
+# These waits poll every 0.1 s, as they always did: each poll scans the instances' logs,
+# and the join test's check after "the joiner's units" races the first instance's log line.
+wait = functools.partial(wait_until, interval=0.1)
 
 
 def create_topics(bootstrap: str, names, partitions: int = P) -> None:
@@ -193,12 +197,12 @@ def test_an_instance_joining_mid_stream_takes_units_over(
     try:
         proc, first_log = start(streamcal_run, kafka_broker, run, tmp_path, 0)
         procs.append(proc)
-        wait_until(lambda: held_units(first_log) == set(range(P)), 60, "the first instance")
+        wait(lambda: held_units(first_log) == set(range(P)), 60, "the first instance")
         # It works through the first half, then a second instance joins.
-        wait_until(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
+        wait(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
         proc, second_log = start(streamcal_run, kafka_broker, run, tmp_path, 1)
         procs.append(proc)
-        wait_until(lambda: held_units(second_log), 90, "the joiner's units")
+        wait(lambda: held_units(second_log), 90, "the joiner's units")
         assert held_units(first_log) | held_units(second_log) == set(range(P))
         assert not held_units(first_log) & held_units(second_log)
         produce_while_stopped(kafka_broker, procs, records(run, 1))
@@ -255,12 +259,12 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
                 procs.append(streamcal_run.popen(s, "--log-level", "INFO", stderr=err,
                                                  stdout=subprocess.DEVNULL))  # fmt: skip
         # All three hold units (the group has spread the six partitions over them).
-        wait_until(lambda: all(held_units(x) for x in logs) and
-                   sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
+        wait(lambda: all(held_units(x) for x in logs) and
+             sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
         victim = held_units(logs[0])
         topic = StateTopic({"bootstrap_servers": kafka_broker}, run["state"], run["group"],
                            CHECKPOINT_KEY.encode(), None)  # fmt: skip
-        wait_until(lambda: victim <= set(topic.read()), 30, "the victim's checkpoints")
+        wait(lambda: victim <= set(topic.read()), 30, "the victim's checkpoints")
         # The second half comes while all are stopped; then the victim dies mid-stream.
         rest = (events[len(first) :], [lab for lab in labels if lab[2] >= cut])
         produce_while_stopped(kafka_broker, procs, records(run, rest))
@@ -272,8 +276,7 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
         for p in procs[1:]:
             p.send_signal(signal.SIGCONT)
         # The survivors take the victim's units over (from the state topic).
-        wait_until(lambda: held_units(logs[1]) | held_units(logs[2]) == set(range(P)),
-                   60, "takeover")  # fmt: skip
+        wait(lambda: held_units(logs[1]) | held_units(logs[2]) == set(range(P)), 60, "takeover")
         takeover = time.monotonic() - killed_at
         got = predictions(kafka_broker, run["predictions"], n)
         for p in procs[1:]:
@@ -342,7 +345,7 @@ def test_second_global_instance_is_refused(kafka_broker, unique_topics, streamca
     runner = threading.Thread(target=first.run, kwargs={"stop_event": stop})
     runner.start()
     try:
-        wait_until(lambda: first.state.counts["events"] == 50, 60, "the first instance")
+        wait(lambda: first.state.counts["events"] == 50, 60, "the first instance")
         s = base_settings(kafka_broker, t)
         done = streamcal_run.run(s, "--max-idle-s", "1", timeout=60)
         err = done.stderr.decode().strip()
