@@ -1,7 +1,8 @@
 """Stand-ins for kafka-python's consumer side, for the tests of the input path that need no
 broker (the merge, the units): records in the shape the processor keeps, and a consumer
 that serves records already in the topics in an order a test chooses.
-(The same paths against a real broker: test_processor_kafka.py, test_other_clients.py.)"""
+(The same paths against a real broker: tests/stream/test_processor_kafka.py and
+test_other_clients.py.)"""
 
 from __future__ import annotations
 

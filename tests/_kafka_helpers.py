@@ -7,8 +7,12 @@ import time
 
 import orjson
 
+from tests._helpers import CHECKPOINT_KEY, wait_until
+
+__all__ = ["CHECKPOINT_KEY", "T0", "base_settings", "json_values", "produce", "produce_stream",
+           "read_topic", "synthetic_stream"]  # fmt: skip
+
 T0 = 1_700_000_000_000  # ms: record timestamps of the synthetic streams start here
-CHECKPOINT_KEY = "test-checkpoint-key-0123456789"
 
 
 def produce(bootstrap: str, records) -> None:
@@ -39,16 +43,17 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 20.0, min_count: int
     )
     try:
         deadline = time.monotonic() + timeout
-        while not consumer.partitions_for_topic(topic):
-            consumer.topics()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no partitions for {topic}")
-            time.sleep(0.05)
+
+        def partitions():
+            consumer.topics()  # a metadata request: partitions_for_topic reads the cache
+            return consumer.partitions_for_topic(topic)
+
+        wait_until(partitions, timeout, f"the partitions of {topic}")
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, 0)
-        out = []
+        out = []  # what is there at the deadline, if not min_count: callers compare it
         while time.monotonic() < deadline:
             for recs in consumer.poll(timeout_ms=200).values():
                 out.extend(recs)

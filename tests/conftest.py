@@ -10,19 +10,35 @@ Kafka fixtures (tests using them get the ``kafka`` marker automatically, so
   127.0.0.1/localhost; yields the :class:`~streamcal.demo.broker.LocalBroker`
   (``.bootstrap_servers``, ``.cert`` = the CA file to trust, ``.client_config()``).
 
+Other fixtures:
+
+* ``streamcal_run`` (function): a :class:`tests._helpers.StreamcalRun`, whose ``popen`` and
+  ``run`` start ``streamcal run`` as a subprocess with the tests' checkpoint key; processes
+  still running at the end of the test are killed.
+
 tansu joins consumer groups in about ``session_timeout_ms / 2``: use 2000-6000 ms in
 tests, and ``auto_offset_reset="earliest"`` (see streamcal/demo/broker.py).
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import uuid
 
 import pytest
 
 KAFKA_FIXTURES = {"kafka_broker", "tls_broker"}
+
+
+def pytest_configure(config):
+    """The inner loop, ``-m "not slow ..."``, runs hypothesis tests with fewer examples (the
+    "fast" profile, tests/_helpers.py) unless ``--hypothesis-profile`` chooses one."""
+    from hypothesis import settings
+
+    import tests._helpers  # noqa: F401 - registers the profile
+
+    markexpr = config.getoption("markexpr", "") or ""
+    if "not slow" in markexpr and not config.getoption("hypothesis_profile", None):
+        settings.load_profile("fast")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -62,25 +78,21 @@ def unique_topics():
     return names
 
 
-def make_self_signed_cert(directory) -> tuple[str, str]:
-    """(cert, key) PEM paths of a self-signed certificate for 127.0.0.1 and localhost."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return str(cert), str(key)
+@pytest.fixture
+def streamcal_run():
+    """Runs ``streamcal run`` as a subprocess; kills what is still running afterwards."""
+    from tests._helpers import StreamcalRun
+
+    runner = StreamcalRun()
+    yield runner
+    runner.close()
 
 
 @pytest.fixture(scope="session")
 def tls_broker(tmp_path_factory):
     """A TLS-only local broker (self-signed certificate); yields the LocalBroker."""
     from streamcal.demo.broker import LocalBroker
+    from tests._helpers import make_self_signed_cert
 
     _tansu_or_skip()
     cert, key = make_self_signed_cert(tmp_path_factory.mktemp("tls"))

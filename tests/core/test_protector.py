@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamcal.core import Protector, protect_batch
+from tests._helpers import examples
 
 probabilities = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 streams = st.lists(st.tuples(probabilities, st.booleans()), min_size=1, max_size=300)
@@ -70,7 +71,7 @@ class BruteForce:
                 self.W[J, k] = (1 - J) * self.W[J, k] + J * total / len(self.cals)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(streams)
 def test_protected_loss_is_base_loss_minus_log_s_and_at_most_ln2_above(pairs):
     prot = Protector(burn_in=0)
@@ -83,7 +84,7 @@ def test_protected_loss_is_base_loss_minus_log_s_and_at_most_ln2_above(pairs):
         assert protected <= base + math.log(2) + 1e-9
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(streams, st.integers(min_value=1, max_value=50))
 def test_after_the_burn_in_the_identity_holds_from_the_restart(pairs, burn_in):
     prot = Protector(burn_in=burn_in)

@@ -28,7 +28,11 @@ def phishing(n=600):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("by", [None, "age_of_domain"])
+@pytest.mark.parametrize(
+    # river's checks take 1-3 s per case: the inner loop checks every mode without by=
+    # (test_mondrian checks by= unprotected), the full run every mode with it too.
+    "by", [None, pytest.param("age_of_domain", marks=pytest.mark.slow)]
+)
 def test_check_estimator(mode, by):
     checks.check_estimator(make(mode, by=by, protect=True))
 

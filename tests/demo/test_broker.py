@@ -7,19 +7,19 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from streamcal.demo.broker import BrokerError, LocalBroker, _port_bindable, find_tansu
+from tests._helpers import wait_until
 
 pytestmark = pytest.mark.kafka
 
 
 def consume(bootstrap, topic, n, group=None, timeout=15.0, **kw):
-    """Poll ``topic`` until ``n`` records arrived (or ``timeout``); returns (consumer, records)."""
+    """Poll ``topic`` until ``n`` records arrived; returns (consumer, records)."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -30,10 +30,13 @@ def consume(bootstrap, topic, n, group=None, timeout=15.0, **kw):
         **kw,
     )
     records = []
-    deadline = time.monotonic() + timeout
-    while len(records) < n and time.monotonic() < deadline:
+
+    def arrived() -> bool:
         for batch in consumer.poll(200).values():
             records.extend(batch)
+        return len(records) >= n
+
+    wait_until(arrived, timeout, f"{n} records of {topic}", interval=0)
     return consumer, records
 
 
@@ -129,18 +132,20 @@ def test_broker_dies_with_a_killed_parent():
     finally:
         parent.kill()
         parent.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(broker_pid, 0)
-        except ProcessLookupError:
-            return
-        # Orphans are reparented to init, which reaps them; until then it is a zombie.
-        if _is_zombie(broker_pid):
-            return
-        time.sleep(0.1)
-    os.kill(broker_pid, signal.SIGKILL)  # do not leak it
-    pytest.fail("the broker outlived its killed parent")
+    try:
+        wait_until(lambda: _gone(broker_pid), 10, "the broker to exit", interval=0.1)
+    except TimeoutError:
+        os.kill(broker_pid, signal.SIGKILL)  # do not leak it
+        pytest.fail("the broker outlived its killed parent")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # Orphans are reparented to init, which reaps them; until then it is a zombie.
+    return _is_zombie(pid)
 
 
 def _is_zombie(pid: int) -> bool:

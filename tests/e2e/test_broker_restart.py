@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 
 import pytest
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from tests._helpers import wait_until
 from tests._kafka_helpers import base_settings, produce_stream, read_topic, synthetic_stream
 
 pytestmark = pytest.mark.kafka
@@ -27,13 +27,7 @@ def _tansu(port: int) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
+@pytest.mark.slow
 def test_producer_is_recreated_after_a_broker_restart(unique_topics):
     from streamcal.demo.broker import BrokerError, find_tansu, free_port
 
@@ -46,8 +40,8 @@ def test_producer_is_recreated_after_a_broker_restart(unique_topics):
     broker = _tansu(port)
     try:
         events, labels = synthetic_stream(90, seed=21)
-        _wait(lambda: _try_produce(bootstrap, unique_topics, events[:8], labels[:8]), 20,
-              "the broker")  # fmt: skip
+        wait_until(lambda: _try_produce(bootstrap, unique_topics, events[:8], labels[:8]), 20,
+                   "the broker", interval=0.1)  # fmt: skip
         config = ProcessorConfig.build(**base_settings(bootstrap, unique_topics, merge_wait=1.0))
         processor = Processor(config)
         stop, out = threading.Event(), {}
@@ -55,19 +49,19 @@ def test_producer_is_recreated_after_a_broker_restart(unique_topics):
             target=lambda: out.update(processor.run(stop_event=stop)), daemon=True
         )
         thread.start()
-        _wait(lambda: processor.state.counts["labels"] == 8, 30, "the first labels")
+        wait_until(lambda: processor.state.counts["labels"] == 8, 30, "the first labels")
         seen = dict(processor.state.offsets)
 
         # The in-memory broker comes back empty: the producer's id is unknown to it.
         broker.terminate()
         broker.wait()
         broker = _tansu(port)
-        _wait(lambda: _try_produce(bootstrap, unique_topics, events[8:], labels[8:]), 20,
-              "the restarted broker")  # fmt: skip
+        wait_until(lambda: _try_produce(bootstrap, unique_topics, events[8:], labels[8:]), 20,
+                   "the restarted broker", interval=0.1)  # fmt: skip
 
         # Records below the processor's positions were lost with the old log; the rest
         # are processed and their predictions reach the new broker.
-        _wait(lambda: processor.state.counts["events"] >= 8 + 40, 60, "events after restart")
+        wait_until(lambda: processor.state.counts["events"] >= 8 + 40, 60, "events after restart")
         stop.set()
         thread.join(60)
         assert not thread.is_alive()

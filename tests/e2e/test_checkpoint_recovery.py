@@ -9,7 +9,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
@@ -18,6 +17,7 @@ import pytest
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import CheckpointStore
+from tests._helpers import checkpoint_env, wait_until
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
@@ -32,17 +32,6 @@ pytestmark = pytest.mark.kafka
 _TIMING = ("ts", "events_per_s", "merge_stalls", "instance")
 
 
-def _env() -> dict:
-    return {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
-
-
-def _cli(settings: dict, *extra: str) -> list[str]:
-    args = [sys.executable, "-m", "streamcal", "run"]
-    for name, value in settings.items():
-        args += ["--" + name.replace("_", "-"), str(value)]
-    return args + list(extra)
-
-
 def _lines(path) -> list[dict]:
     if not os.path.exists(path):
         return []
@@ -50,35 +39,41 @@ def _lines(path) -> list[dict]:
         return [orjson.loads(line) for line in fh if line.endswith(b"\n")]
 
 
-def _wait_for_lines(path, more_than: int, proc, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(_lines(path)) <= more_than:
+def _while_running(proc, check):
+    """``check``, as a predicate for wait_until that fails at once if ``proc`` exited."""
+
+    def predicate():
         assert proc.poll() is None, f"processor exited early with {proc.returncode}"
-        assert time.monotonic() < deadline, "the processor made no progress"
-        time.sleep(0.05)
+        return check()
+
+    return predicate
+
+
+def _wait_for_lines(path, more_than: int, proc, timeout: float = 60.0) -> None:
+    more = _while_running(proc, lambda: len(_lines(path)) > more_than)
+    wait_until(more, timeout, f"more than {more_than} lines in {path}")
 
 
 def _topics(unique_topics: dict, suffix: str) -> dict:
     return {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
 
 
-def kill_9_twice_then_finish(settings: dict, state_dir, metrics) -> int:
-    """Run ``streamcal run`` with ``settings`` as a subprocess, kill it with kill -9 at a
-    random moment after its first checkpoint, twice, then run it to the end of its input
-    (``--max-idle-s 1.5``). Returns the seed of the kill moments (for failure notes)."""
+def kill_9_twice_then_finish(streamcal_run, settings: dict, state_dir, metrics) -> int:
+    """Run ``streamcal run`` with ``settings`` as a subprocess (``streamcal_run``: the
+    fixture), kill it with kill -9 at a random moment after its first checkpoint, twice,
+    then run it to the end of its input (``--max-idle-s 1.5``). Returns the seed of the
+    kill moments (for failure notes)."""
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
     kills = 0
     for _ in range(2):
-        proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.DEVNULL)
+        proc = streamcal_run.popen(settings, stderr=subprocess.DEVNULL)
         try:
             _wait_for_lines(metrics, len(_lines(metrics)), proc)
             # Kill only once a checkpoint exists (else the restart has nothing to resume
             # from, and a fast processor could be killed twice before its first one).
-            deadline = time.monotonic() + 60
-            while not list(state_dir.glob("checkpoint-*.ckpt")):
-                assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
-                time.sleep(0.02)
+            checkpointed = _while_running(proc, lambda: list(state_dir.glob("checkpoint-*.ckpt")))
+            wait_until(checkpointed, 60, "a checkpoint", interval=0.02)
             time.sleep(rng.uniform(0.0, 0.6))
         finally:
             if proc.poll() is None:
@@ -87,14 +82,15 @@ def kill_9_twice_then_finish(settings: dict, state_dir, metrics) -> int:
             proc.wait()
     assert kills == 2
     assert list(state_dir.glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
-    done = subprocess.run(
-        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
-    )
+    done = streamcal_run.run(settings, "--max-idle-s", "1.5")
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return seed
 
 
-def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique_topics, tmp_path):
+@pytest.mark.slow
+def test_kill_9_and_restart_gives_the_uninterrupted_results(
+    kafka_broker, unique_topics, tmp_path, streamcal_run
+):
     n = 1500
     events, labels = synthetic_stream(n, seed=11, shuffle_labels=400, missing=frozenset({5, 77}))
     ref_topics, crash_topics = _topics(unique_topics, "ref"), _topics(unique_topics, "crash")
@@ -115,7 +111,7 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    seed = kill_9_twice_then_finish(settings, tmp_path / "state", metrics)
+    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     crash_final = _lines(metrics)[-1]
 
     note = f"(kill moments seed {seed})"
@@ -134,7 +130,10 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(kafka_broker, unique
     assert len(want) == n and got == want, note
 
 
-def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topics, tmp_path):
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_with_a_final_checkpoint(
+    kafka_broker, unique_topics, tmp_path, streamcal_run
+):
     n = 2000
     events, labels = synthetic_stream(n, seed=12, label_delay_ms=3)
     produce_stream(kafka_broker, unique_topics, events, labels)
@@ -144,7 +143,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topi
         kafka_broker, unique_topics, metrics_every=100, state_dir=state, metrics_file=metrics,
         checkpoint_interval=3600,
     )  # fmt: skip
-    proc = subprocess.Popen(_cli(settings), env=_env(), stderr=subprocess.PIPE)
+    proc = streamcal_run.popen(settings, stderr=subprocess.PIPE)
     _wait_for_lines(metrics, 0, proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
@@ -162,9 +161,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topi
     assert len(preds) == counts["predictions"] == last["predictions"]
 
     # Restart: resumes at the stored offsets; no prediction is produced twice.
-    done = subprocess.run(
-        _cli(settings, "--max-idle-s", "1.5"), env=_env(), capture_output=True, timeout=120
-    )
+    done = streamcal_run.run(settings, "--max-idle-s", "1.5")
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     preds = read_topic(kafka_broker, unique_topics["predictions"], min_count=n)
     assert sorted(r.key for r in preds) == sorted(f"e{i}".encode() for i in range(n))
@@ -172,7 +169,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(kafka_broker, unique_topi
 
 
 @pytest.mark.parametrize("how", ["flip a byte", "other key"])
-def test_tampered_checkpoint_is_refused(kafka_broker, unique_topics, tmp_path, how):
+def test_tampered_checkpoint_is_refused(kafka_broker, unique_topics, tmp_path, how, streamcal_run):
     events, labels = synthetic_stream(30, seed=13)
     produce_stream(kafka_broker, unique_topics, events, labels)
     state = tmp_path / "state"
@@ -184,12 +181,12 @@ def test_tampered_checkpoint_is_refused(kafka_broker, unique_topics, tmp_path, h
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0x01
         path.write_bytes(bytes(data))
-        env = _env()
+        env = checkpoint_env()
     else:
-        env = {**os.environ, "STREAMCAL_CHECKPOINT_KEY": "a-different-key-of-enough-bytes"}
+        env = checkpoint_env(STREAMCAL_CHECKPOINT_KEY="a-different-key-of-enough-bytes")
     # A dead broker address: refusing must happen before any connection is tried.
     settings["bootstrap_servers"] = "127.0.0.1:9"
-    done = subprocess.run(_cli(settings), env=env, capture_output=True, timeout=60)
+    done = streamcal_run.run(settings, env=env, timeout=60)
     err = done.stderr.decode().strip()
     assert done.returncode == 2
     assert "failed authentication" in err and "refusing" in err and "\n" not in err

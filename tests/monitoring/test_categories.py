@@ -23,6 +23,7 @@ from streamcal.monitoring.metric_log import (
     split_labelled,
 )
 from streamcal.monitoring.schema import CATEGORY_KEYS
+from tests._helpers import examples
 
 prob = st.floats(0, 1)
 update = st.tuples(prob, prob, st.integers(0, 1), st.sampled_from(["a", "b", "c", 7, None]))
@@ -33,7 +34,7 @@ def row_of(tracker):
     return {k: s[k] for k in CATEGORY_KEYS}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(update, max_size=60), st.integers(1, 4), st.integers(1, 4))
 def test_rows_equal_trackers_fed_one_category_each(updates, top_k, max_categories):
     """A category's row is what a tracker fed only its updates reports; "(other)" is a
@@ -153,6 +154,7 @@ def test_prometheus_labels_categories_only_when_there_are_some():
     exporter.close()
 
 
+@pytest.mark.slow  # draws eleven rows of figures: 3-5 s
 def test_report_draws_one_row_per_category(tmp_path):
     pytest.importorskip("matplotlib")
     f = tmp_path / "p.jsonl"

@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from streamcal.stream.kafka.sink import Outbox, ProducerProcess
+from tests._helpers import wait_until
 from tests._kafka_helpers import read_topic
 
 SETTINGS = {"enable_idempotence": True, "linger_ms": 5, "batch_size": 256 * 1024}
@@ -112,10 +113,7 @@ def test_when_the_processor_dies_the_child_delivers_what_it_holds_and_exits(kafk
     child = int(proc.stdout.split()[0])
     got = read_topic(kafka_broker, topic, min_count=700, timeout=30)
     assert len(got) == 700
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _alive(child):
-        time.sleep(0.1)
-    assert not _alive(child)
+    wait_until(lambda: not _alive(child), 20, "the orphaned producer process to exit", 0.1)
 
 
 def test_a_bad_setting_is_reported_by_the_constructor(kafka_broker):

@@ -99,6 +99,7 @@ def test_produce_only_writes_the_stream_for_a_separate_processor(
 
 
 @pytest.mark.kafka
+@pytest.mark.slow
 def test_demo_stops_the_broker_it_started(tmp_path, monkeypatch, capsys):
     from streamcal.demo import broker as broker_mod
 
@@ -153,7 +154,7 @@ def test_usage_errors(argv, message, capsys, tmp_path, monkeypatch):
 
 # --- docker-compose.yml (no Docker engine here: check it is valid and matches the CLI) ---
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _compose_text() -> str:

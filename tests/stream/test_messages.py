@@ -15,6 +15,7 @@ from streamcal.stream.messages import (
     _plain_numbers,
     decode_event,
 )
+from tests._helpers import examples
 
 values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
@@ -37,7 +38,7 @@ def checked_way(feats):
         return str(exc)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(features)
 def test_decode_event_equals_the_checked_way(feats):
     try:

@@ -39,8 +39,16 @@ def make(mode, model="lr", **kw):
     return VennAbersClassifier(MODELS[model](), mode=mode, **kw)
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
-@pytest.mark.parametrize("mode", MODES)
+def _estimator_cases():
+    for mode in MODES:
+        for model in sorted(MODELS):
+            # river's checks take 2-25 s per case (va refits per prediction): the inner
+            # loop checks every mode with the linear model, the full run every model.
+            marks = [pytest.mark.slow] if model != "lr" else []
+            yield pytest.param(mode, model, id=f"{mode}-{model}", marks=marks)
+
+
+@pytest.mark.parametrize(("mode", "model"), list(_estimator_cases()))
 def test_check_estimator(mode, model):
     checks.check_estimator(make(mode, model))
 

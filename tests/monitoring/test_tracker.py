@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from river import metrics
 
 from streamcal.monitoring import SNAPSHOT_KEYS, CalibrationTracker, wilson_interval
+from tests._helpers import examples
 
 CONTRACT_KEYS = {
     "labels",
@@ -111,7 +112,7 @@ def test_snapshot_keys_cover_the_contract():
     assert all(v is None for k, v in s.items() if k not in ("labels", "raw_labels"))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     n=st.integers(1, 400),

@@ -101,6 +101,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 def test_bad_input_goes_to_dead_letters_and_leaves_state_untouched(
     kafka_broker, unique_topics, tmp_path
 ):

@@ -20,7 +20,7 @@ from streamcal.stream.state.migrations import VERSION
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 
-DATA = Path(__file__).parent / "data" / "checkpoint-v0"
+DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoint-v0"
 MODES = ("pretrained", "sva", "va")
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from river import linear_model, naive_bayes, preprocessing, tree
 
 from streamcal import VennAbersClassifier, venn_abers_bruteforce
+from tests._helpers import examples
 
 
 def lr():
@@ -54,7 +55,9 @@ obj = st.fixed_dictionaries({"a": feature, "b": feature, "c": st.sampled_from([0
     lambda x: dict(reversed(list(x.items()))) if x["c"] else x
 )
 streams = st.lists(st.tuples(obj, st.integers(0, 1)), min_size=1, max_size=40)
-common = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+common = settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def checkpoints(n):

@@ -1,6 +1,6 @@
 """The input path against hostile records, without a broker: the merge's gate, the limits
 of decoding, dead letters of any size, the unreadable-batch message, the codec settings.
-(The same records through a real broker: tests/test_other_clients.py.)"""
+(The same records through a real broker: tests/stream/test_other_clients.py.)"""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from streamcal.core import ScoreStore, venn_abers, venn_abers_bruteforce
 from tests._backends import BACKENDS
+from tests._helpers import examples
 
 TOL = 1e-12
 
@@ -95,12 +96,15 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=examples(60),
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
 )
 TestStoreMachine = StoreMachine.TestCase
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     pairs=st.lists(st.tuples(scores, st.sampled_from([0, 1])), max_size=40),
     xs=st.lists(st.one_of(st.sampled_from(QUERY_GRID), scores), min_size=1, max_size=10),
@@ -115,7 +119,7 @@ def test_batch_matches_brute_force(pairs, xs):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), regime=st.sampled_from(["steep", "flat", "noisy", "ties"]))
 def test_larger_random_streams(backend, seed, regime):
     """Hundreds of pairs with tiny chunks: block splits, merges and walks along blocks."""
@@ -164,7 +168,7 @@ def _convex_block(n):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(n=st.integers(1, 300), chunk=st.sampled_from([3, 16, 256]), seed=st.integers(0, 2**32 - 1))
 def test_long_hulls_fit_the_scratch(backend, n, chunk, seed):
     """Queries inside the block and block re-fits build hulls of up to ~len(dirs) vertices

@@ -19,9 +19,9 @@ from tests._kafka_helpers import (
     read_topic,
     synthetic_stream,
 )
-from tests.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
+from tests.e2e.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 SHOPS = ("s0", "s1", "s2", "s3")
 
@@ -41,7 +41,7 @@ def _last_block(lines):
 
 
 def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
-    kafka_broker, unique_topics, tmp_path
+    kafka_broker, unique_topics, tmp_path, streamcal_run
 ):
     n = 1200
     events, labels = synthetic_stream(n, seed=12, shuffle_labels=300, missing=frozenset({9}))
@@ -75,7 +75,7 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    seed = kill_9_twice_then_finish(settings, tmp_path / "state", metrics)
+    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
     lines = _lines(metrics)
     crash_final = max(i for i, line in enumerate(lines) if "category" not in line)

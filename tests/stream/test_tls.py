@@ -6,7 +6,6 @@ import signal
 import socket
 import ssl
 import struct
-import time
 
 import orjson
 import pytest
@@ -14,6 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from streamcal.cli import main
 from streamcal.demo.replay import demo_records, replay, replay_counts
+from tests._helpers import make_self_signed_cert, wait_until
 
 # ApiVersions v0 request, correlation id 7, client id "t": any Kafka broker answers it.
 _BODY = struct.pack(">hhih", 18, 0, 7, 1) + b"t"
@@ -54,8 +54,6 @@ def test_plaintext_gets_a_kafka_answer_only_from_the_plaintext_broker(kafka_brok
 
 
 def test_an_untrusted_certificate_is_refused(tls_broker, tmp_path):
-    from conftest import make_self_signed_cert
-
     other_ca, _ = make_self_signed_cert(tmp_path)
     context = ssl.create_default_context(cafile=other_ca)
     host, port = _host_port(tls_broker.bootstrap_servers)
@@ -80,11 +78,14 @@ def test_produce_and_consume_over_ssl(tls_broker, unique_topics):
     producer.close()
     consumer = KafkaConsumer(topic, auto_offset_reset="earliest", **config)
     got = []
-    deadline = time.monotonic() + 15
+
+    def arrived() -> bool:
+        for batch in consumer.poll(200).values():
+            got.extend(r.value for r in batch)
+        return len(got) >= len(sent)
+
     try:
-        while len(got) < len(sent) and time.monotonic() < deadline:
-            for batch in consumer.poll(200).values():
-                got.extend(r.value for r in batch)
+        wait_until(arrived, 15, f"{len(sent)} records over TLS", interval=0)
     finally:
         consumer.close()
     assert sorted(got) == sorted(sent)

@@ -150,7 +150,7 @@ def test_labelled_lines_are_kept_one_per_label_set(monkeypatch):
 def test_docs_contracts_lists_the_fields_of_the_schema():
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "contracts.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \| (yes)? \| (?:`(\w+)`)? \|", doc, re.M)
     documented = [(key, kind, source, bool(req), prom) for key, kind, source, req, prom in rows]
     suffix = {schema.COUNTER: "_total", schema.INFO: "_info"}

@@ -4,12 +4,12 @@ refusals (mismatched partition counts, a second global instance, tampered state)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -20,6 +20,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import CheckpointError, unseal
 from streamcal.stream.state.topic import StateTopic
+from tests._helpers import wait_until
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
@@ -33,6 +34,9 @@ from tests._kafka_helpers import (
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 P = 6  # partitions of the events and labels topics
+# These waits poll every 0.1 s, as they always did: each poll scans the instances' logs,
+# and the join test's check after "the joiner's units" races the first instance's log line.
+wait = functools.partial(wait_until, interval=0.1)
 
 
 def create_topics(bootstrap: str, names, partitions: int = P) -> None:
@@ -107,17 +111,6 @@ def bad_records(topics: dict) -> list:
     ]
 
 
-def _cli(s: dict, *extra) -> list[str]:
-    args = [sys.executable, "-m", "streamcal", "run"]
-    for name, value in s.items():
-        args += ["--" + name.replace("_", "-"), str(value)]
-    return args + list(extra)
-
-
-def _env() -> dict:
-    return {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
-
-
 def held_units(log_path) -> set:
     """The units an instance holds now, from its INFO log lines."""
     held: set = set()
@@ -131,13 +124,6 @@ def held_units(log_path) -> set:
     return held
 
 
-def wait(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def final_states(bootstrap, topics) -> dict:
     """{unit: state} of the newest checkpoint of every unit in the state topic."""
     st = StateTopic({"bootstrap_servers": bootstrap}, topics["state"], topics["group"],
@@ -148,16 +134,16 @@ def final_states(bootstrap, topics) -> dict:
 def predictions(bootstrap, topic, n, timeout: float = 90.0) -> dict:
     """{event id: prediction} once n distinct ids are in the topic (re-emitted predictions,
     after a unit moved or was restored, count once and must be identical)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def all_of_them():
         got: dict = {}
         for r in read_topic(bootstrap, topic, min_count=n, timeout=30):
             assert got.setdefault(r.key, r.value) == r.value, (
                 f"re-emitted prediction differs: {r.key}"
             )
-        if len(got) >= n or time.monotonic() > deadline:
-            return got
-        time.sleep(0.5)
+        return got if len(got) >= n else None
+
+    return wait_until(all_of_them, timeout, f"{n} distinct ids in {topic}", interval=0.5)
 
 
 def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
@@ -169,14 +155,14 @@ def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
     return predictions(bootstrap, ref["predictions"], n), final_states(bootstrap, ref)
 
 
-def start(bootstrap, topics, tmp_path, i: int, **extra):
+def start(streamcal_run, bootstrap, topics, tmp_path, i: int, **extra):
     """A `streamcal run --scope partition` process, logging at INFO to log-<i>.txt."""
     log_path = tmp_path / f"log-{i}.txt"
     s = settings(bootstrap, topics, state_dir=tmp_path / f"state-{i}", instance_id=f"i{i}",
                  metrics_file=tmp_path / f"metrics-{i}.jsonl", **extra)  # fmt: skip
     with open(log_path, "w") as err:
-        proc = subprocess.Popen(_cli(s, "--log-level", "INFO"), env=_env(), stderr=err,
-                                stdout=subprocess.DEVNULL)  # fmt: skip
+        proc = streamcal_run.popen(s, "--log-level", "INFO", stderr=err,
+                                   stdout=subprocess.DEVNULL)  # fmt: skip
     return proc, log_path
 
 
@@ -188,7 +174,9 @@ def stop_all(procs) -> None:
         assert p.wait(timeout=60) in (0, -signal.SIGKILL)
 
 
-def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_topics, tmp_path):
+def test_an_instance_joining_mid_stream_takes_units_over(
+    kafka_broker, unique_topics, tmp_path, streamcal_run
+):
     n = 2000
     events, labels = stream(n, seed=5)
     cut = T0 + 10 * (n // 2)
@@ -207,12 +195,12 @@ def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_to
     produce(kafka_broker, records(run, 0))
     procs = []
     try:
-        proc, first_log = start(kafka_broker, run, tmp_path, 0)
+        proc, first_log = start(streamcal_run, kafka_broker, run, tmp_path, 0)
         procs.append(proc)
         wait(lambda: held_units(first_log) == set(range(P)), 60, "the first instance")
         # It works through the first half, then a second instance joins.
         wait(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
-        proc, second_log = start(kafka_broker, run, tmp_path, 1)
+        proc, second_log = start(streamcal_run, kafka_broker, run, tmp_path, 1)
         procs.append(proc)
         wait(lambda: held_units(second_log), 90, "the joiner's units")
         assert held_units(first_log) | held_units(second_log) == set(range(P))
@@ -239,7 +227,7 @@ def test_an_instance_joining_mid_stream_takes_units_over(kafka_broker, unique_to
 
 
 def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
-    kafka_broker, unique_topics, tmp_path
+    kafka_broker, unique_topics, tmp_path, streamcal_run
 ):
     n = 3000
     events, labels = stream(n, seed=21)
@@ -268,8 +256,8 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
             s = settings(kafka_broker, run, state_dir=dirs[i], instance_id=f"i{i}",
                          metrics_file=tmp_path / f"metrics-{i}.jsonl")  # fmt: skip
             with open(logs[i], "w") as err:
-                procs.append(subprocess.Popen(_cli(s, "--log-level", "INFO"), env=_env(),
-                                              stderr=err, stdout=subprocess.DEVNULL))  # fmt: skip
+                procs.append(streamcal_run.popen(s, "--log-level", "INFO", stderr=err,
+                                                 stdout=subprocess.DEVNULL))  # fmt: skip
         # All three hold units (the group has spread the six partitions over them).
         wait(lambda: all(held_units(x) for x in logs) and
              sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
@@ -337,19 +325,18 @@ def _error_line(stderr: str) -> str:
     return errors[0]
 
 
-def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, tmp_path):
+def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, streamcal_run):
     t = topics_for(unique_topics, "mismatch")
     create_topics(kafka_broker, [t["events"]], 3)
     create_topics(kafka_broker, [t["labels"]], 2)
     s = settings(kafka_broker, t, state_topic="none")
-    done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
-                          timeout=60)  # fmt: skip
+    done = streamcal_run.run(s, "--max-idle-s", "1", timeout=60)
     err = done.stderr.decode().strip()
     assert done.returncode == 2, err
     assert "co-partitioned" in _error_line(err) and "has 3 partitions" in _error_line(err)
 
 
-def test_second_global_instance_is_refused(kafka_broker, unique_topics):
+def test_second_global_instance_is_refused(kafka_broker, unique_topics, streamcal_run):
     t = topics_for(unique_topics, "global")
     events, labels = synthetic_stream(50, seed=3)
     produce_stream(kafka_broker, t, events, labels)
@@ -360,8 +347,7 @@ def test_second_global_instance_is_refused(kafka_broker, unique_topics):
     try:
         wait(lambda: first.state.counts["events"] == 50, 60, "the first instance")
         s = base_settings(kafka_broker, t)
-        done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
-                              timeout=60)  # fmt: skip
+        done = streamcal_run.run(s, "--max-idle-s", "1", timeout=60)
         err = done.stderr.decode().strip()
         assert done.returncode == 2, err
         assert "refusing to run a second --scope global" in _error_line(err)
@@ -372,7 +358,7 @@ def test_second_global_instance_is_refused(kafka_broker, unique_topics):
 
 @pytest.mark.parametrize("how", ["flip a byte", "other key"])
 def test_tampered_state_topic_records_are_refused_before_unpickling(
-    kafka_broker, unique_topics, how
+    kafka_broker, unique_topics, how, streamcal_run
 ):
     t = topics_for(unique_topics, "tamper" + how[0])
     create_topics(kafka_broker, [t["events"], t["labels"]], 2)
@@ -407,8 +393,7 @@ def test_tampered_state_topic_records_are_refused_before_unpickling(
     assert "failed authentication" in str(exc.value) and "\n" not in str(exc.value)
     # An instance without a local state refuses to start unit 0 from it.
     s = settings(kafka_broker, t)
-    done = subprocess.run(_cli(s, "--max-idle-s", "1"), env=_env(), capture_output=True,
-                          timeout=90)  # fmt: skip
+    done = streamcal_run.run(s, "--max-idle-s", "1", timeout=90)
     err = done.stderr.decode().strip()
     assert done.returncode == 2 and "failed authentication" in err, err
     assert unseal  # the same check as files: checkpoint.unseal

@@ -16,7 +16,8 @@ from river import base, checks, compose, datasets, linear_model, preprocessing
 
 from streamcal import VennAbersClassifier, venn_abers_bruteforce
 from streamcal.learner import MODES
-from tests.test_learner_bruteforce import score, trained
+from tests._helpers import examples
+from tests.learner.test_bruteforce import score, trained
 
 
 class FixedScorer(base.Classifier):
@@ -46,7 +47,9 @@ def group(x):  # a named function: the classifier must stay picklable
 feature = st.sampled_from([-1.0, 0.0, 0.5, 2.0])
 obj = st.fixed_dictionaries({"a": feature, "b": feature, "g": st.sampled_from("xyz")})
 streams = st.lists(st.tuples(obj, st.integers(0, 1)), min_size=1, max_size=50)
-common = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+common = settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def category_stream(stream, c):

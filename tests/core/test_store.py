@@ -191,6 +191,7 @@ def test_numpy_and_python_inputs_are_the_same_pairs():
     assert state(a) == state(b)
 
 
+@pytest.mark.slow  # about 5 s on the python backend
 def test_many_chunks_and_growth():
     """Enough distinct scores to split chunks many times and grow every array."""
     rng = np.random.default_rng(11)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 
 import orjson
@@ -23,6 +21,7 @@ import pytest
 from streamcal.cli import main as cli_main
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from tests._helpers import checkpoint_env, streamcal_run_args
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
@@ -105,11 +104,9 @@ def foreign_records(topics: dict, codec: str) -> list:
 
 
 def run_cli(bootstrap: str, topics: dict, *extra: str) -> int:
+    """`streamcal run` in this process (its arguments after the program name)."""
     settings = base_settings(bootstrap, topics)
-    args = ["run", "--max-idle-s", "1.0"]
-    for name, value in settings.items():
-        args += ["--" + name.replace("_", "-"), str(value)]
-    return cli_main(args + list(extra))
+    return cli_main(streamcal_run_args(settings, "--max-idle-s", "1.0", *extra)[3:])
 
 
 def no_dead_letters(bootstrap: str, topics: dict) -> bool:
@@ -276,24 +273,13 @@ def hostile_offsets(bootstrap: str, topics: dict, count: int) -> list:
 
 
 # ---------------------------------------------------------------- a batch it cannot read
-def _cli(settings: dict, *extra: str) -> list[str]:
-    args = [sys.executable, "-m", "streamcal", "run", "--max-idle-s", "1.0"]
-    for name, value in settings.items():
-        args += ["--" + name.replace("_", "-"), str(value)]
-    return args + list(extra)
-
-
-def _run(settings: dict, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(_cli(settings, *extra), env=env, capture_output=True, timeout=120)
-
-
 def _files(directory) -> dict:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
 @pytest.mark.slow
 def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resumes(
-    kafka_broker, unique_topics, clean, tmp_path
+    kafka_broker, unique_topics, clean, tmp_path, streamcal_run
 ):
     """lz4 batches (librdkafka) read by `streamcal run` where `import lz4` fails: exit 3
     with topic, partition, offset and the fix; the checkpoint untouched; --skip-unreadable
@@ -314,13 +300,13 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     blocked = tmp_path / "blocked"
     (blocked / "lz4").mkdir(parents=True)
     (blocked / "lz4" / "__init__.py").write_text("raise ImportError('lz4 blocked by a test')\n")
-    env = {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
+    env = checkpoint_env()
     env_blocked = {**env, "PYTHONPATH": f"{blocked}{os.pathsep}{env.get('PYTHONPATH', '')}"}
     state = tmp_path / "state"
     settings = {**base_settings(kafka_broker, topics), "state_dir": state}
 
     produce(kafka_broker, old)  # kafka-python, uncompressed: readable without lz4
-    done = _run(settings, env_blocked)
+    done = streamcal_run.run(settings, "--max-idle-s", "1.0", env=env_blocked)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     before = _files(state)
     restored = CheckpointStore(str(state), CHECKPOINT_KEY.encode()).load()  # plain data
@@ -329,7 +315,7 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     restored_offsets = {(t, p): o for t, p, o in restored["offsets"]}
 
     produce_confluent(kafka_broker, new, "lz4")
-    done = _run(settings, env_blocked)
+    done = streamcal_run.run(settings, "--max-idle-s", "1.0", env=env_blocked)
     err = done.stderr.decode()
     assert done.returncode == 3, err[-2000:]
     m = re.search(r"topic '([^']+)' partition (\d+) offset (\d+)", err)
@@ -353,7 +339,9 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
         "state_dir": skip_state,
         "metrics_file": metrics,
     }
-    done = _run(skip_settings, env_blocked, "--skip-unreadable")
+    done = streamcal_run.run(
+        skip_settings, "--max-idle-s", "1.0", "--skip-unreadable", env=env_blocked
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     dead = json_values(read_topic(kafka_broker, skip_topics["dead_letters"], min_count=1))
     skipped = 0
@@ -367,7 +355,7 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     assert (last["events"], last["dead_letters"]) == (n_old, len(dead))
 
     # With lz4 importable, the rerun resumes from the checkpoint: the clean predictions.
-    done = _run(settings, env)
+    done = streamcal_run.run(settings, "--max-idle-s", "1.0", env=env)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert _predictions(kafka_broker, topics["predictions"]) == clean
 

@@ -1,0 +1,110 @@
+"""Helpers shared by the tests: waiting for a condition, running ``streamcal run`` as a
+subprocess (tests reach it through the ``streamcal_run`` fixture in conftest.py, which also
+kills what a failed test left running), and hypothesis example counts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import hypothesis
+import pytest
+
+CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of the tests
+
+
+# The inner loop (pytest -m "not slow ...") runs hypothesis tests with at most this many
+# examples (conftest.py loads the "fast" profile); other runs use the counts as written.
+FAST_EXAMPLES = 20
+hypothesis.settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+
+
+def examples(n: int) -> int:
+    """``n``, or at most FAST_EXAMPLES under the "fast" profile: the ``max_examples`` of a
+    test that sets its own (a profile sets only the default)."""
+    fast = hypothesis.settings.default is hypothesis.settings.get_profile("fast")
+    return min(n, FAST_EXAMPLES) if fast else n
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Call ``predicate`` until it returns something true, and return that; raise
+    TimeoutError naming ``what`` after ``timeout`` seconds. A predicate may raise (e.g.
+    assert that a process is still running) to stop waiting at once.
+
+    >>> wait_until(lambda: 42, 1, "the answer")
+    42
+    >>> wait_until(lambda: False, 0.1, "nothing", interval=0.01)
+    Traceback (most recent call last):
+    TimeoutError: timed out after 0.1 s waiting for nothing
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def streamcal_run_args(settings: dict, *extra: str) -> list[str]:
+    """The command line of ``streamcal run`` with ``settings`` as flags, then ``extra``.
+
+    >>> streamcal_run_args({"group_id": "g", "window": 5}, "--max-idle-s", "1")[4:]
+    ['--group-id', 'g', '--window', '5', '--max-idle-s', '1']
+    """
+    args = [sys.executable, "-m", "streamcal", "run"]
+    for name, value in settings.items():
+        args += ["--" + name.replace("_", "-"), str(value)]
+    return args + list(extra)
+
+
+def checkpoint_env(**extra: str) -> dict:
+    """This process's environment with the tests' checkpoint key (and ``extra``)."""
+    return {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY, **extra}
+
+
+class StreamcalRun:
+    """Starts ``streamcal run`` subprocesses (environment: :func:`checkpoint_env` unless
+    ``env`` is given) and kills those still running at :meth:`close`."""
+
+    def __init__(self):
+        self._started: list[subprocess.Popen] = []
+
+    def popen(self, settings: dict, *extra: str, env=None, **kw) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            streamcal_run_args(settings, *extra), env=env or checkpoint_env(), **kw
+        )
+        self._started.append(proc)
+        return proc
+
+    def run(self, settings: dict, *extra: str, env=None, timeout: float = 120):
+        """Run to the end; a CompletedProcess with the output captured (bytes)."""
+        return subprocess.run(
+            streamcal_run_args(settings, *extra), env=env or checkpoint_env(),
+            capture_output=True, timeout=timeout,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        for proc in self._started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def make_self_signed_cert(directory) -> tuple[str, str]:
+    """(cert, key) PEM paths of a self-signed certificate for 127.0.0.1 and localhost."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
