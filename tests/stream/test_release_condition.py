@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from streamcal.stream.kafka.ordering import OrderedMerge
 from tests._fakes import TP, LiveConsumer, Record
+from tests._helpers import examples
 
 TOPICS = ("ev", "lab")
 
@@ -46,7 +47,11 @@ def replay(data: dict) -> list:
     ]))  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.large_base_example])
+@settings(
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.large_base_example],
+)
 @given(
     st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(0, 50)), max_size=80),
     st.integers(1, 3),
