@@ -6,11 +6,13 @@ test_other_clients.py.)"""
 
 from __future__ import annotations
 
+import time
+
 from kafka.structs import TopicPartition as TP
 
 from streamcal.stream.unit import _Rec as Record
 
-__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record"]
+__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record", "release_all"]
 
 
 class ChunkyConsumer:
@@ -94,3 +96,21 @@ class LiveConsumer:
     def end_offsets(self, tps, timeout_ms=None):
         self.asked += 1
         return {tp: self.readable(tp) for tp in tps}
+
+
+def release_all(merge, use_ready=(False,), timeout: float = 60.0) -> list:
+    """Every ``(rank, record)`` ``merge`` releases, until it has caught up: nothing
+    buffered and every partition read to its end. Keyed on that, not on ``next``
+    returning None: ``next`` gives up after its timeout, which a loaded machine can reach
+    with records still to release. ``use_ready`` cycles: True tries the non-blocking
+    ``ready`` first."""
+    out, i = [], 0
+    deadline = time.monotonic() + timeout
+    while not merge.caught_up():
+        assert time.monotonic() < deadline, f"not caught up after {timeout} s: {len(out)} out"
+        item = merge.ready() if use_ready[i % len(use_ready)] else None
+        i += 1
+        item = item or merge.next(0.05)
+        if item is not None:
+            out.append(item)
+    return out

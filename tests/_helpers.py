@@ -50,6 +50,44 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
+def log_records(path) -> list[dict]:
+    """The records a `streamcal run --log-format json` wrote to ``path`` so far: complete
+    lines only (it may be writing the last one), and only JSON ones (a traceback is not).
+
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.txt"
+    >>> _ = p.write_text('{"event": "adopted", "units": [0, 1]}\\nTraceback\\n{"event": "rel')
+    >>> log_records(p)
+    [{'event': 'adopted', 'units': [0, 1]}]
+    """
+    import orjson
+
+    try:
+        text = open(path, "rb").read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(b"{") and line.endswith(b"\n"):
+            try:
+                out.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                pass  # not a log record (output of another kind that starts with "{")
+    return out
+
+
+def held_units(path) -> set:
+    """The units an instance holds now, from the "adopted" and "released" records of its
+    JSON log (``path``)."""
+    held: set = set()
+    for r in log_records(path):
+        if r.get("event") == "adopted":
+            held |= set(r["units"])
+        elif r.get("event") == "released":
+            held -= set(r["units"])
+    return held
+
+
 def streamcal_run_args(settings: dict, *extra: str) -> list[str]:
     """The command line of ``streamcal run`` with ``settings`` as flags, then ``extra``.
 

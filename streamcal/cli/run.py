@@ -64,6 +64,13 @@ def register(sub) -> None:
     p.add_argument(
         "--log-level", default="WARNING", help="logging level on stderr (default: WARNING)"
     )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines on stderr as text, or as one JSON object per line with the "
+        "record's structured fields, for log shippers (default: text)",
+    )
     groups = {name: p.add_argument_group(title) for name, title in _GROUPS.items()}
     for f in SETTINGS:
         if not f.metadata.get("flag", True):
@@ -88,7 +95,6 @@ def register(sub) -> None:
 
 
 def _main(args) -> int:
-    import logging
     import os
     import signal
     import sys
@@ -96,9 +102,10 @@ def _main(args) -> int:
 
     from streamcal.cli import UsageError
     from streamcal.stream.config import ProcessorConfig
+    from streamcal.stream.logformat import configure
     from streamcal.stream.state.checkpoint import CheckpointError
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    configure(args.log_level.upper(), args.log_format)
     try:
         config = ProcessorConfig.from_sources(vars(args), os.environ, args.config)
     except ValueError as exc:

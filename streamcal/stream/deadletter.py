@@ -4,7 +4,9 @@ The value is a JSON object; the original bytes are kept exactly, as text when th
 valid UTF-8 (``value``) and otherwise base64 (``value_base64``), up to ``KEEP_BYTES``: a
 longer key or value is cut there and its full size given (``value_size``), so a dead
 letter always fits in a Kafka message however large the record it rejects. The key is
-the original message's key.
+the original message's key. The dead letter of a record batch skipped as unreadable
+(``--skip-unreadable``) stands for a range of offsets: ``skipped_offsets`` gives its
+first and last (``source.offset`` is the last).
 
 >>> import orjson
 >>> rec = orjson.loads(dead_letter(b"{oops", b"e1", "streamcal.events", 2, 17, 1700000000000,
@@ -14,6 +16,12 @@ the original message's key.
 >>> rec = orjson.loads(dead_letter(b"x" * 100_000, None, "t", 0, 5, None, "too large"))
 >>> len(rec["value"]), rec["value_size"], rec["key"]
 (32768, 100000, None)
+>>> from streamcal.stream.messages import Rejected
+>>> rec = orjson.loads(dead_letter(Rejected("unreadable record batch", skipped=(3, 9)), None,
+...                                "t", 0, 9, None, "unreadable record batch"))
+>>> rec["skipped_offsets"], rec["value"], "skipped_offsets" in orjson.loads(dead_letter(
+...     b"{oops", None, "t", 0, 5, None, "malformed JSON"))
+({'first': 3, 'last': 9}, None, False)
 """
 
 from __future__ import annotations
@@ -72,4 +80,7 @@ def dead_letter(
         **_text_or_b64(value, "value"),
         "version": version,
     }
+    skipped = getattr(value, "skipped", None)  # a Rejected unreadable batch
+    if skipped is not None:
+        rec["skipped_offsets"] = {"first": skipped[0], "last": skipped[1]}
     return orjson.dumps(rec)

@@ -102,13 +102,15 @@ class Fields(NamedTuple):
 class Rejected:
     """A record's value refused before decoding (by the input's reader, e.g. a record
     timestamp far in the future, or an unreadable batch): decoding raises ``BadInput``
-    with ``reason``, and its dead letter keeps ``original`` (bytes or None)."""
+    with ``reason``, and its dead letter keeps ``original`` (bytes or None) and, for an
+    unreadable batch, ``skipped``: the (first, last) offsets it stands for."""
 
-    __slots__ = ("reason", "original")
+    __slots__ = ("reason", "original", "skipped")
 
-    def __init__(self, reason: str, original: bytes | None = None):
+    def __init__(self, reason: str, original: bytes | None = None, skipped=None):
         self.reason = reason
         self.original = original
+        self.skipped = skipped
 
     def __len__(self) -> int:  # passes the size check: decoding then raises the reason
         return 0

@@ -5,8 +5,6 @@ refusals (mismatched partition counts, a second global instance, tampered state)
 from __future__ import annotations
 
 import functools
-import os
-import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +18,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import CheckpointError, unseal
 from streamcal.stream.state.topic import StateTopic
-from tests._helpers import wait_until
+from tests._helpers import held_units, log_records, wait_until
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
@@ -34,8 +32,7 @@ from tests._kafka_helpers import (
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 P = 6  # partitions of the events and labels topics
-# These waits poll every 0.1 s, as they always did: each poll scans the instances' logs,
-# and the join test's check after "the joiner's units" races the first instance's log line.
+# These waits poll every 0.1 s: each poll reads the instances' logs.
 wait = functools.partial(wait_until, interval=0.1)
 
 
@@ -111,19 +108,6 @@ def bad_records(topics: dict) -> list:
     ]
 
 
-def held_units(log_path) -> set:
-    """The units an instance holds now, from its INFO log lines."""
-    held: set = set()
-    if not os.path.exists(log_path):
-        return held
-    for line in open(log_path, encoding="utf-8", errors="replace"):
-        m = re.search(r"(adopted|released) units \[([\d, ]*)\]", line)
-        if m:
-            units = {int(x) for x in m.group(2).split(",") if x.strip()}
-            held = held | units if m.group(1) == "adopted" else held - units
-    return held
-
-
 def final_states(bootstrap, topics) -> dict:
     """{unit: state} of the newest checkpoint of every unit in the state topic."""
     st = StateTopic({"bootstrap_servers": bootstrap}, topics["state"], topics["group"],
@@ -156,13 +140,14 @@ def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
 
 
 def start(streamcal_run, bootstrap, topics, tmp_path, i: int, **extra):
-    """A `streamcal run --scope partition` process, logging at INFO to log-<i>.txt."""
+    """A `streamcal run --scope partition` process, logging at INFO to log-<i>.txt (JSON
+    lines: the tests key on their records' fields)."""
     log_path = tmp_path / f"log-{i}.txt"
     s = settings(bootstrap, topics, state_dir=tmp_path / f"state-{i}", instance_id=f"i{i}",
                  metrics_file=tmp_path / f"metrics-{i}.jsonl", **extra)  # fmt: skip
     with open(log_path, "w") as err:
-        proc = streamcal_run.popen(s, "--log-level", "INFO", stderr=err,
-                                   stdout=subprocess.DEVNULL)  # fmt: skip
+        proc = streamcal_run.popen(s, "--log-level", "INFO", "--log-format", "json",
+                                   stderr=err, stdout=subprocess.DEVNULL)  # fmt: skip
     return proc, log_path
 
 
@@ -172,6 +157,22 @@ def stop_all(procs) -> None:
             p.send_signal(signal.SIGTERM)
     for p in procs:
         assert p.wait(timeout=60) in (0, -signal.SIGKILL)
+
+
+def split(first_log, joiner_log) -> bool:
+    """True once the joiner holds units and the two instances' units partition the set.
+    Never two holders of a unit: the joiner's log is read first, and the first instance
+    released a unit before the joiner was assigned it, so its log read after shows that."""
+    joiner = held_units(joiner_log)
+    first = held_units(first_log)
+    assert not first & joiner, (first, joiner)
+    return bool(joiner) and first | joiner == set(range(P))
+
+
+def partitioned(logs) -> bool:
+    """True when every instance holds units and their units partition the set."""
+    held = [held_units(x) for x in logs]
+    return all(held) and sum(map(len, held)) == P and set().union(*held) == set(range(P))
 
 
 def test_an_instance_joining_mid_stream_takes_units_over(
@@ -202,9 +203,7 @@ def test_an_instance_joining_mid_stream_takes_units_over(
         wait(lambda: len(read_topic(kafka_broker, run["predictions"])) >= n // 2, 60, "half")
         proc, second_log = start(streamcal_run, kafka_broker, run, tmp_path, 1)
         procs.append(proc)
-        wait(lambda: held_units(second_log), 90, "the joiner's units")
-        assert held_units(first_log) | held_units(second_log) == set(range(P))
-        assert not held_units(first_log) & held_units(second_log)
+        wait(lambda: split(first_log, second_log), 90, "the two instances to share the units")
         produce_while_stopped(kafka_broker, procs, records(run, 1))
         for p in procs:
             p.send_signal(signal.SIGCONT)
@@ -256,11 +255,11 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
             s = settings(kafka_broker, run, state_dir=dirs[i], instance_id=f"i{i}",
                          metrics_file=tmp_path / f"metrics-{i}.jsonl")  # fmt: skip
             with open(logs[i], "w") as err:
-                procs.append(streamcal_run.popen(s, "--log-level", "INFO", stderr=err,
+                procs.append(streamcal_run.popen(s, "--log-level", "INFO", "--log-format",
+                                                 "json", stderr=err,
                                                  stdout=subprocess.DEVNULL))  # fmt: skip
         # All three hold units (the group has spread the six partitions over them).
-        wait(lambda: all(held_units(x) for x in logs) and
-             sum(len(held_units(x)) for x in logs) == P, 90, "three members")  # fmt: skip
+        wait(lambda: partitioned(logs), 90, "three members sharing the units")
         victim = held_units(logs[0])
         topic = StateTopic({"bootstrap_servers": kafka_broker}, run["state"], run["group"],
                            CHECKPOINT_KEY.encode(), None)  # fmt: skip
@@ -272,7 +271,7 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
         procs[0].wait()
         shutil.rmtree(dirs[0])
         killed_at = time.monotonic()
-        seen = [len(open(x).readlines()) for x in logs]
+        seen = [len(log_records(x)) for x in logs]
         for p in procs[1:]:
             p.send_signal(signal.SIGCONT)
         # The survivors take the victim's units over (from the state topic).
@@ -291,10 +290,9 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
     # The victim's units came from the state topic (its state dir is gone).
     from_topic: set = set()
     for x, skip in zip(logs[1:], seen[1:], strict=True):
-        for line in open(x).readlines()[skip:]:
-            m = re.search(r"adopted units .*from the state topic: \[([\d, ]*)\]", line)
-            if m:
-                from_topic |= {int(u) for u in m.group(1).split(",") if u.strip()}
+        for r in log_records(x)[skip:]:
+            if r.get("event") == "adopted":
+                from_topic |= set(r["source"]["state_topic"])
     assert victim <= from_topic, (victim, from_topic)
     assert got == want, f"{len(set(got) ^ set(want))} ids differ; takeover {takeover:.1f} s"
     states = final_states(kafka_broker, run)

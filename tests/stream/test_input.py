@@ -15,7 +15,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter
 from streamcal.stream.kafka.ordering import OrderedMerge, RejectedRecord, UnreadableBatch
 from streamcal.stream.messages import BadInput, Fields, Rejected, decode_event, decode_label
-from tests._fakes import TP, ChunkyConsumer, Record
+from tests._fakes import TP, ChunkyConsumer, Record, release_all
 
 F = Fields()
 
@@ -30,10 +30,7 @@ HOSTILE = {  # (timestamp, key, value) -> words of the reason
 
 
 def _release_all(merge) -> list:
-    out = []
-    while (item := merge.next(0.01)) is not None:
-        out.append(item[1])
-    return out
+    return [record for _, record in release_all(merge)]
 
 
 @given(

@@ -30,6 +30,7 @@ import pytest
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from tests._helpers import held_units as held_units_in_log
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
@@ -91,10 +92,11 @@ def settings(bootstrap: str, topics: dict, scope: str, **extra) -> dict:
 
 
 def start(bootstrap, topics, tmp_path, name: str, scope: str) -> subprocess.Popen:
-    """A `streamcal run` process (logs to log-<name>.txt, metrics to metrics-<name>.jsonl)."""
+    """A `streamcal run` process (logs JSON lines to log-<name>.txt, metrics to
+    metrics-<name>.jsonl)."""
     s = settings(bootstrap, topics, scope, state_dir=tmp_path / f"state-{name}",
                  instance_id=name, metrics_file=tmp_path / f"metrics-{name}.jsonl")  # fmt: skip
-    args = [sys.executable, "-m", "streamcal", "run", "--log-level", "INFO"]
+    args = [sys.executable, "-m", "streamcal", "run", "--log-level", "INFO", "--log-format", "json"]
     for key, value in s.items():
         args += ["--" + key.replace("_", "-"), str(value)]
     env = {**os.environ, "STREAMCAL_CHECKPOINT_KEY": CHECKPOINT_KEY}
@@ -281,16 +283,8 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
 
 # ---------------------------------------------------------------- scale-out
 def held_units(tmp_path, name: str) -> set:
-    import re
-
-    held: set = set()
-    path = tmp_path / f"log-{name}.txt"
-    for line in open(path, encoding="utf-8", errors="replace") if path.exists() else ():
-        m = re.search(r"(adopted|released) units \[([\d, ]*)\]", line)
-        if m:
-            units = {int(x) for x in m.group(2).split(",") if x.strip()}
-            held = held | units if m.group(1) == "adopted" else held - units
-    return held
+    """The units instance ``name`` holds now, from its JSON log."""
+    return held_units_in_log(tmp_path / f"log-{name}.txt")
 
 
 def test_survivor_of_a_kill_9_equals_one_uninterrupted_instance(

@@ -15,7 +15,7 @@ from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.pending import RecentIds, WaitingRoom
 from streamcal.stream.state.checkpoint import MAGIC, CheckpointError, CheckpointStore
-from tests._fakes import TP, ChunkyConsumer, Record
+from tests._fakes import TP, ChunkyConsumer, Record, release_all
 
 KEY = b"k" * 32
 F = Fields()
@@ -352,15 +352,7 @@ def test_ordered_merge_is_the_sorted_order_however_records_arrive(records, rng, 
         # timestamps need not grow within a partition (out-of-order producers)
         data[tp].append(Record(tp.topic, p, len(data[tp]), ts, None, b""))
     merge = OrderedMerge(ChunkyConsumer(data, rng), list(data), {"ev": 0, "lab": 1})
-    out, i = [], 0
-    while True:
-        item = merge.ready() if use_ready[i % len(use_ready)] else None
-        i += 1
-        if item is None:
-            item = merge.next(0.05)
-            if item is None:
-                break
-        out.append(item)
+    out = release_all(merge, use_ready)
     # The reference: a k-way merge of the partitions (smallest head first).
     import heapq
 

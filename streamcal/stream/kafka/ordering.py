@@ -250,7 +250,8 @@ class OrderedMerge:
         log.warning("topic %r partition %d: %s", tp.topic, tp.partition, reason)
         # Seeking also frees the consumer from the failed batch.
         self.consumer.seek(tp, nxt)
-        return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, Rejected(reason))]}
+        value = Rejected(reason, skipped=(first, nxt - 1))
+        return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, value)]}
 
     def _gate(self, recs: list) -> list:
         """``recs`` with every record that must not reach the state replaced (see above)."""

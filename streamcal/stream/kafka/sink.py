@@ -29,6 +29,8 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+from streamcal.stream.logformat import configure, format_of
+
 __all__ = ["Outbox", "ProducerProcess"]
 
 log = logging.getLogger(__name__)
@@ -147,8 +149,10 @@ class ProducerProcess:
         except (AttributeError, OSError):  # not Linux, or above /proc/sys/fs/pipe-max-size
             pass
         self._buf: list = []
-        # The child logs at the processor's level (the CLI's --log-level).
-        self._request(("start", settings, logging.getLogger().getEffectiveLevel()))
+        # The child logs at the processor's level and in its format (the CLI's --log-level
+        # and --log-format).
+        level = logging.getLogger().getEffectiveLevel()
+        self._request(("start", settings, level, format_of()))
 
     def send(self, topic: str, key: bytes | None, value: bytes) -> None:
         self._buf.append((topic, key, value))
@@ -226,9 +230,7 @@ def _child() -> None:
         elif msg[0] == "flush":
             reply(_try_flush(outbox))
         elif msg[0] == "start":
-            logging.basicConfig(
-                level=msg[2], format="%(asctime)s %(name)s (producer process) %(message)s"
-            )
+            configure(msg[2], msg[3], process="producer")
             quiet_false_alarms()
             try:
                 outbox = Outbox(msg[1])

@@ -103,10 +103,14 @@ class UnitStates:
         for u in units:
             self.held[u] = self.make(u, states[u], send)
         self.restore_seconds = time.monotonic() - t
+        kinds = ("state topic", "local", "new")
+        by_source = {k: [u for u in units if source[u] == k] for k in kinds}
+        # The extras are the line's content as data (--log-format json): key on them.
         log.info(
             "adopted units %s (from the state topic: %s; local: %s; new: %s) in %.3f s",
-            units, *([u for u in units if source[u] == k] for k in ("state topic", "local", "new")),
-            self.restore_seconds,
+            units, *by_source.values(), self.restore_seconds,
+            extra={"event": "adopted", "units": list(units), "seconds": self.restore_seconds,
+                   "source": {k.replace(" ", "_"): v for k, v in by_source.items()}},
         )  # fmt: skip
 
     def release(self, units: list[int], outbox=None) -> None:
@@ -118,7 +122,7 @@ class UnitStates:
         for u in units:
             del self.held[u]
             self.changed.discard(u)
-        log.info("released units %s", units)
+        log.info("released units %s", units, extra={"event": "released", "units": units})
 
     def save_changed(self, outbox=None) -> list[CalibrationUnit]:
         """Save the units changed since their last checkpoint; returns them."""
