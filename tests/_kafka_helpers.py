@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
 import time
 
 import orjson
 
 from tests._helpers import CHECKPOINT_KEY, wait_until
 
-__all__ = ["CHECKPOINT_KEY", "T0", "base_settings", "json_values", "produce", "produce_stream",
-           "read_topic", "synthetic_stream"]  # fmt: skip
+__all__ = ["CHECKPOINT_KEY", "T0", "TIMING_KEYS", "base_settings", "json_values",
+           "kill_9_twice_then_finish", "metric_lines", "produce", "produce_stream", "read_topic",
+           "same_predictions", "suffixed", "synthetic_stream", "untimed",
+           "wait_for_lines"]  # fmt: skip
 
 T0 = 1_700_000_000_000  # ms: record timestamps of the synthetic streams start here
 
@@ -124,3 +128,84 @@ def base_settings(bootstrap: str, topics: dict, **extra) -> dict:
     )
     settings.update(extra)
     return settings
+
+
+# ---------------------------------------------------------------- kill -9 and restart
+# Keys of a metric line that depend on wall-clock time, not on the input.
+TIMING_KEYS = ("ts", "events_per_s", "merge_stalls", "instance")
+
+
+def untimed(line: dict) -> dict:
+    """A metric line without the keys that depend on wall-clock time."""
+    return {k: v for k, v in line.items() if k not in TIMING_KEYS}
+
+
+def metric_lines(path) -> list[dict]:
+    """The complete lines of a metric log (none if it does not exist yet)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as fh:
+        return [orjson.loads(line) for line in fh if line.endswith(b"\n")]
+
+
+def suffixed(topics: dict, suffix: str) -> dict:
+    """The names of ``topics`` (and the group) with ``-suffix``: a second set of topics."""
+    return {k: f"{v}-{suffix}" for k, v in topics.items()}
+
+
+def _while_running(proc, check):
+    """``check``, as a predicate for wait_until that fails at once if ``proc`` exited."""
+
+    def predicate():
+        assert proc.poll() is None, f"processor exited early with {proc.returncode}"
+        return check()
+
+    return predicate
+
+
+def wait_for_lines(path, more_than: int, proc, timeout: float = 60.0) -> None:
+    """Wait until the metric log ``path`` has more than ``more_than`` lines (fails at once
+    if the process ``proc`` that writes it exits)."""
+    more = _while_running(proc, lambda: len(metric_lines(path)) > more_than)
+    wait_until(more, timeout, f"more than {more_than} lines in {path}")
+
+
+def kill_9_twice_then_finish(streamcal_run, settings: dict, state_dir, metrics) -> int:
+    """Run ``streamcal run`` with ``settings`` as a subprocess (``streamcal_run``: the
+    fixture), kill it with kill -9 at a random moment after its first checkpoint, twice,
+    then run it to the end of its input (``--max-idle-s 1.5``). Returns the seed of the
+    kill moments (for failure notes)."""
+    seed = random.SystemRandom().randrange(2**32)
+    rng = random.Random(seed)
+    kills = 0
+    for _ in range(2):
+        proc = streamcal_run.popen(settings, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_lines(metrics, len(metric_lines(metrics)), proc)
+            # Kill only once a checkpoint exists (else the restart has nothing to resume
+            # from, and a fast processor could be killed twice before its first one).
+            checkpointed = _while_running(proc, lambda: list(state_dir.glob("checkpoint-*.ckpt")))
+            wait_until(checkpointed, 60, "a checkpoint", interval=0.02)
+            time.sleep(rng.uniform(0.0, 0.6))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                kills += 1
+            proc.wait()
+    assert kills == 2
+    assert list(state_dir.glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
+    done = streamcal_run.run(settings, "--max-idle-s", "1.5")
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return seed
+
+
+def same_predictions(bootstrap: str, ref_topic: str, topic: str, n: int, note: str) -> dict:
+    """The ``n`` predictions of ``ref_topic`` by key (JSON objects), after checking that
+    ``topic`` holds the same ones, each re-emitted copy identical to the first."""
+    want = {r.key: orjson.loads(r.value) for r in read_topic(bootstrap, ref_topic, min_count=n)}
+    got: dict = {}
+    for r in read_topic(bootstrap, topic, min_count=n):
+        v = orjson.loads(r.value)
+        assert got.setdefault(r.key, v) == v, f"re-emitted prediction differs {note}"
+    assert len(want) == n and got == want, note
+    return want

@@ -5,87 +5,30 @@ is refused before anything is consumed."""
 
 from __future__ import annotations
 
-import os
-import random
 import signal
 import subprocess
-import time
 
-import orjson
 import pytest
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import CheckpointStore
-from tests._helpers import checkpoint_env, wait_until
+from tests._helpers import checkpoint_env
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
+    kill_9_twice_then_finish,
+    metric_lines,
     produce_stream,
     read_topic,
+    same_predictions,
+    suffixed,
     synthetic_stream,
+    untimed,
+    wait_for_lines,
 )
 
 pytestmark = pytest.mark.kafka
-
-# Keys of a metric line that depend on wall-clock time, not on the input.
-_TIMING = ("ts", "events_per_s", "merge_stalls", "instance")
-
-
-def _lines(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path, "rb") as fh:
-        return [orjson.loads(line) for line in fh if line.endswith(b"\n")]
-
-
-def _while_running(proc, check):
-    """``check``, as a predicate for wait_until that fails at once if ``proc`` exited."""
-
-    def predicate():
-        assert proc.poll() is None, f"processor exited early with {proc.returncode}"
-        return check()
-
-    return predicate
-
-
-def _wait_for_lines(path, more_than: int, proc, timeout: float = 60.0) -> None:
-    more = _while_running(proc, lambda: len(_lines(path)) > more_than)
-    wait_until(more, timeout, f"more than {more_than} lines in {path}")
-
-
-def _topics(unique_topics: dict, suffix: str) -> dict:
-    return {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
-
-
-def kill_9_twice_then_finish(streamcal_run, settings: dict, state_dir, metrics) -> int:
-    """Run ``streamcal run`` with ``settings`` as a subprocess (``streamcal_run``: the
-    fixture), kill it with kill -9 at a random moment after its first checkpoint, twice,
-    then run it to the end of its input (``--max-idle-s 1.5``). Returns the seed of the
-    kill moments (for failure notes)."""
-    seed = random.SystemRandom().randrange(2**32)
-    rng = random.Random(seed)
-    kills = 0
-    for _ in range(2):
-        proc = streamcal_run.popen(settings, stderr=subprocess.DEVNULL)
-        try:
-            _wait_for_lines(metrics, len(_lines(metrics)), proc)
-            # Kill only once a checkpoint exists (else the restart has nothing to resume
-            # from, and a fast processor could be killed twice before its first one).
-            checkpointed = _while_running(proc, lambda: list(state_dir.glob("checkpoint-*.ckpt")))
-            wait_until(checkpointed, 60, "a checkpoint", interval=0.02)
-            time.sleep(rng.uniform(0.0, 0.6))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                kills += 1
-            proc.wait()
-    assert kills == 2
-    assert list(state_dir.glob("checkpoint-*.ckpt")), "no checkpoint to resume from"
-    done = streamcal_run.run(settings, "--max-idle-s", "1.5")
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return seed
-
 
 @pytest.mark.slow
 def test_kill_9_and_restart_gives_the_uninterrupted_results(
@@ -93,7 +36,7 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(
 ):
     n = 1500
     events, labels = synthetic_stream(n, seed=11, shuffle_labels=400, missing=frozenset({5, 77}))
-    ref_topics, crash_topics = _topics(unique_topics, "ref"), _topics(unique_topics, "crash")
+    ref_topics, crash_topics = suffixed(unique_topics, "ref"), suffixed(unique_topics, "crash")
     produce_stream(kafka_broker, ref_topics, events, labels)
     produce_stream(kafka_broker, crash_topics, events, labels)
     common = dict(window=300, metrics_every=100, checkpoint_interval=0.25)
@@ -112,22 +55,13 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
     seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
-    crash_final = _lines(metrics)[-1]
+    crash_final = metric_lines(metrics)[-1]
 
     note = f"(kill moments seed {seed})"
     assert ref_final["merge_stalls"] == crash_final["merge_stalls"] == 0
-    assert {k: v for k, v in crash_final.items() if k not in _TIMING} == {
-        k: v for k, v in ref_final.items() if k not in _TIMING
-    }, note
+    assert untimed(crash_final) == untimed(ref_final), note
     assert crash_final["events"] == n and crash_final["labels"] == n - 2
-
-    want = {
-        r.key: r.value for r in read_topic(kafka_broker, ref_topics["predictions"], min_count=n)
-    }
-    got: dict = {}
-    for r in read_topic(kafka_broker, crash_topics["predictions"], min_count=n):
-        assert got.setdefault(r.key, r.value) == r.value, f"re-emitted prediction differs {note}"
-    assert len(want) == n and got == want, note
+    same_predictions(kafka_broker, ref_topics["predictions"], crash_topics["predictions"], n, note)
 
 
 @pytest.mark.slow
@@ -144,7 +78,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(
         checkpoint_interval=3600,
     )  # fmt: skip
     proc = streamcal_run.popen(settings, stderr=subprocess.PIPE)
-    _wait_for_lines(metrics, 0, proc)
+    wait_for_lines(metrics, 0, proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
 
@@ -152,7 +86,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(
     assert len(checkpoints) == 1  # the interval is an hour: this is the final checkpoint
     saved = CheckpointStore(state, CHECKPOINT_KEY.encode()).load()
     counts = saved["counts"]
-    last = _lines(metrics)[-1]
+    last = metric_lines(metrics)[-1]
     assert 0 < counts["events"] == last["events"] < n
     # The offsets stored are exactly the records that were processed.
     assert sum(o for _, _, o in saved["offsets"]) == counts["events"] + counts["labels"]
@@ -165,7 +99,7 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     preds = read_topic(kafka_broker, unique_topics["predictions"], min_count=n)
     assert sorted(r.key for r in preds) == sorted(f"e{i}".encode() for i in range(n))
-    assert _lines(metrics)[-1]["labels"] == n
+    assert metric_lines(metrics)[-1]["labels"] == n
 
 
 @pytest.mark.parametrize("how", ["flip a byte", "other key"])

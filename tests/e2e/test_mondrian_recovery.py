@@ -14,12 +14,14 @@ from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
-    json_values,
+    kill_9_twice_then_finish,
+    metric_lines,
     produce_stream,
-    read_topic,
+    same_predictions,
+    suffixed,
     synthetic_stream,
+    untimed,
 )
-from tests.e2e.test_checkpoint_recovery import _TIMING, _lines, _topics, kill_9_twice_then_finish
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -37,7 +39,7 @@ def _with_shops(events):
 def _last_block(lines):
     """The category lines after the last whole-stream line, without wall-clock keys."""
     last = max(i for i, line in enumerate(lines) if "category" not in line)
-    return [{k: v for k, v in line.items() if k not in _TIMING} for line in lines[last + 1 :]]
+    return [untimed(line) for line in lines[last + 1 :]]
 
 
 def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
@@ -46,7 +48,7 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
     n = 1200
     events, labels = synthetic_stream(n, seed=12, shuffle_labels=300, missing=frozenset({9}))
     events = _with_shops(events)
-    ref_topics, crash_topics = _topics(unique_topics, "ref"), _topics(unique_topics, "crash")
+    ref_topics, crash_topics = suffixed(unique_topics, "ref"), suffixed(unique_topics, "crash")
     produce_stream(kafka_broker, ref_topics, events, labels)
     produce_stream(kafka_broker, crash_topics, events, labels)
     # pretrained with per-category refreshes; 3 of the 4 shops keep a calibration set
@@ -77,16 +79,14 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
     )
     seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
-    lines = _lines(metrics)
+    lines = metric_lines(metrics)
     crash_final = max(i for i, line in enumerate(lines) if "category" not in line)
     crash_final = lines[crash_final]
-    assert {k: v for k, v in crash_final.items() if k not in _TIMING} == {
-        k: v for k, v in ref_final.items() if k not in _TIMING
-    }, note
+    assert untimed(crash_final) == untimed(ref_final), note
     assert crash_final["events"] == n and crash_final["labels"] == n - 1
 
     # Per-category lines follow each metric line: the top 2 shops, then "(other)".
-    ref_lines = _lines(ref_metrics)
+    ref_lines = metric_lines(ref_metrics)
     block = _last_block(ref_lines)
     assert [r["category"] for r in block] == ["s0", "s1", "(other)"]
     assert sum(r["labels"] for r in block) == n - 1
@@ -96,13 +96,8 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
         assert r["mean_p0"] <= r["mean_p1"]
     assert _last_block(lines) == block, note
 
-    want = {
-        r.key: r.value for r in read_topic(kafka_broker, ref_topics["predictions"], min_count=n)
-    }
-    got: dict = {}
-    for r in read_topic(kafka_broker, crash_topics["predictions"], min_count=n):
-        assert got.setdefault(r.key, r.value) == r.value, f"re-emitted prediction differs {note}"
-    assert len(want) == n and got == want, note
+    preds = same_predictions(
+        kafka_broker, ref_topics["predictions"], crash_topics["predictions"], n, note
+    )
     shops = {e[0]: e[1]["shop"] for e in events}
-    preds = json_values(read_topic(kafka_broker, ref_topics["predictions"], min_count=n))
-    assert all(p["category"] == shops[p["id"]] for p in preds)
+    assert all(p["category"] == shops[p["id"]] for p in preds.values())

@@ -3,9 +3,10 @@
 Without a broker: a unit's protector learns each label with the p that was given for its
 event, however late, missing or out of order the labels come, per category with ``--by``;
 predictions and metric lines carry the protected fields only with protection; the
-checkpoint binds the setting. Against tansu: kill -9 and restarts give the p_protected and
-the alarm of an uninterrupted run. (A unit moving between instances: tests/e2e/test_scale_out.py
-compares every prediction, p_protected included since protection is on by default.)
+checkpoint binds the setting. Against tansu: the demo's shifting stream. (kill -9 and
+restarts: tests/e2e/test_protection_recovery.py; a unit moving between instances:
+tests/e2e/test_scale_out.py compares every prediction, p_protected included since protection
+is on by default.)
 """
 
 from __future__ import annotations
@@ -212,68 +213,6 @@ def test_model_score_field_calibrates_and_protects_an_upstream_score():
 
 
 # ---------------------------------------------------------------- against tansu
-@pytest.mark.kafka
-def test_kill_9_and_restart_give_the_uninterrupted_p_protected_and_alarm(
-    kafka_broker, unique_topics, tmp_path
-):
-    from streamcal.stream.processor import Processor
-    from tests._kafka_helpers import (
-        CHECKPOINT_KEY,
-        base_settings,
-        produce_stream,
-        read_topic,
-        synthetic_stream,
-    )
-    from tests.test_checkpoint_recovery import (
-        _TIMING,
-        _lines,
-        _topics,
-        kill_9_twice_then_finish,
-    )
-
-    n = 1400
-    events, labels = synthetic_stream(n, seed=13, shuffle_labels=300, missing=frozenset({8}))
-    labels = [(k, {**v, "label": 1 - v["label"]} if int(k[1:]) >= SHIFT - 100 else v, ts)
-              for k, v, ts in labels]  # fmt: skip
-    ref_topics, crash_topics = _topics(unique_topics, "ref"), _topics(unique_topics, "crash")
-    produce_stream(kafka_broker, ref_topics, events, labels)
-    produce_stream(kafka_broker, crash_topics, events, labels)
-    common = dict(metrics_every=100, checkpoint_interval=0.25)
-
-    ref = ProcessorConfig.build(
-        **base_settings(kafka_broker, ref_topics, **common),
-        state_dir=str(tmp_path / "ref-state"),
-        checkpoint_key=CHECKPOINT_KEY,
-    )
-    ref_final = Processor(ref).run(max_idle_s=1.5)
-    assert ref_final["alarm"] == 1 and ref_final["alarm_at"] > SHIFT - 100 - 300
-    assert ref_final["protected_labels"] == ref_final["labels"] == n - 1
-
-    metrics = tmp_path / "metrics.jsonl"
-    settings = base_settings(
-        kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
-    )
-    seed = kill_9_twice_then_finish(settings, tmp_path / "state", metrics)
-    note = f"(kill moments seed {seed})"
-    crash_final = _lines(metrics)[-1]
-    for k in PROTECTION_KEYS:
-        assert crash_final[k] == ref_final[k], (k, note)
-    assert {k: v for k, v in crash_final.items() if k not in _TIMING} == {
-        k: v for k, v in ref_final.items() if k not in _TIMING
-    }, note
-
-    want = {
-        r.key: orjson.loads(r.value)
-        for r in read_topic(kafka_broker, ref_topics["predictions"], min_count=n)
-    }
-    got: dict = {}
-    for r in read_topic(kafka_broker, crash_topics["predictions"], min_count=n):
-        v = orjson.loads(r.value)
-        assert got.setdefault(r.key, v) == v, f"re-emitted prediction differs {note}"
-    assert len(want) == n and got == want, note
-    assert all("p_protected" in v for v in want.values())
-
-
 @pytest.mark.kafka
 def test_demo_with_a_shift_shows_the_alarm_and_the_protected_loss(
     kafka_broker, unique_topics, tmp_path, capsys
