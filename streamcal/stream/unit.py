@@ -75,6 +75,19 @@ _INPUT_FINGERPRINT = (
 # it resumes with either setting (its protectors, if on, start fresh; p is unchanged).
 _PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
 FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT
+# The task (--task) and the multiclass scheme, resolved (``task_fingerprint``); a state
+# without them is binary (states before version 5 get them by migration).
+_TASK_DEFAULTS = {"task": "binary", "scheme": None}
+
+
+def task_fingerprint(config) -> dict:
+    """The task's part of the fingerprint: ``task`` and the scheme in use (None for binary).
+
+    >>> from streamcal.stream.config import ProcessorConfig
+    >>> task_fingerprint(ProcessorConfig())
+    {'task': 'binary', 'scheme': None}
+    """
+    return {"task": config.task, "scheme": config.multiclass_scheme()}
 
 
 class PendingPrediction(NamedTuple):
@@ -133,6 +146,7 @@ class CalibrationUnit:
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
         self.fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
+        self.fingerprint.update(task_fingerprint(config))
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self._fields = Fields.of(config)
@@ -277,6 +291,10 @@ class CalibrationUnit:
             self._dead(rec, str(exc))
             return None
 
+    # What decodes an input record (``MulticlassUnit`` decodes class labels).
+    event_decoder = staticmethod(decode_event)
+    label_decoder = staticmethod(decode_label)
+
     def on_event(self, rec) -> None:
         """Predict an event (and join the label that came before it, if any)."""
         ev = self._decode(rec, decode_event)
@@ -325,7 +343,7 @@ class CalibrationUnit:
 
     def on_label(self, rec) -> None:
         """Join a label with its event, or keep it until the event comes."""
-        lab = self._decode(rec, decode_label)
+        lab = self._decode(rec, self.label_decoder)
         if lab is None:
             return
         eid = lab.id
@@ -443,6 +461,8 @@ def check_fingerprint(state: dict, config) -> None:
         for k in _PROTECTION_FINGERPRINT
         if fingerprint.get(k) is not None  # None: the state predates protection
     ]
+    pairs += [(k, fingerprint.get(k, _TASK_DEFAULTS[k]), v)
+              for k, v in task_fingerprint(config).items()]  # fmt: skip
     try:
         saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
     except (TypeError, ValueError) as exc:
