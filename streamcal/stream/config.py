@@ -514,11 +514,9 @@ class ProcessorConfig:
         >>> ProcessorConfig(task="multiclass", model="gnb").multiclass_scheme()
         'one-vs-rest'
         """
-        if self.task != "multiclass":
-            return None
-        from streamcal.learner.multiclassifier import DEFAULT_SCHEME
+        from streamcal.stream.unit import resolved_scheme
 
-        return self.scheme or DEFAULT_SCHEME
+        return resolved_scheme(self.task, self.scheme)
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""

@@ -35,7 +35,6 @@ from streamcal.stream.unit import (
     CalibrationUnit,
     _Rec,
     check_fingerprint,
-    task_fingerprint,
 )
 
 __all__ = ["MulticlassUnit", "PendingMulticlass"]
@@ -242,7 +241,7 @@ def _fingerprint(config) -> dict:
     fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
     # No protection here: bound to neither setting (as a state from before protection).
     fingerprint.update(protect=None, alarm_alpha=None)
-    return {**fingerprint, **task_fingerprint(config)}
+    return fingerprint
 
 
 def _new_tracker(config):

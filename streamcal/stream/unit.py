@@ -74,20 +74,26 @@ _INPUT_FINGERPRINT = (
 # checkpoint, so it is bound to it too. A state from before protection has them as None:
 # it resumes with either setting (its protectors, if on, start fresh; p is unchanged).
 _PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
-FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT
-# The task (--task) and the multiclass scheme, resolved (``task_fingerprint``); a state
-# without them is binary (states before version 5 get them by migration).
-_TASK_DEFAULTS = {"task": "binary", "scheme": None}
+# The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
+# once its default is filled in (``resolved_scheme``). A state without them (before
+# version 5) is binary.
+_TASK_FINGERPRINT = ("task", "scheme")
+FINGERPRINT = (
+    _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT + _TASK_FINGERPRINT
+)
 
 
-def task_fingerprint(config) -> dict:
-    """The task's part of the fingerprint: ``task`` and the scheme in use (None for binary).
+def resolved_scheme(task, scheme):
+    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
 
-    >>> from streamcal.stream.config import ProcessorConfig
-    >>> task_fingerprint(ProcessorConfig())
-    {'task': 'binary', 'scheme': None}
+    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
+    ('one-vs-rest', None)
     """
-    return {"task": config.task, "scheme": config.multiclass_scheme()}
+    if task != "multiclass":
+        return None
+    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
+
+    return scheme or DEFAULT_SCHEME
 
 
 class PendingPrediction(NamedTuple):
@@ -146,7 +152,6 @@ class CalibrationUnit:
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
         self.fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
-        self.fingerprint.update(task_fingerprint(config))
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self._fields = Fields.of(config)
@@ -461,8 +466,11 @@ def check_fingerprint(state: dict, config) -> None:
         for k in _PROTECTION_FINGERPRINT
         if fingerprint.get(k) is not None  # None: the state predates protection
     ]
-    pairs += [(k, fingerprint.get(k, _TASK_DEFAULTS[k]), v)
-              for k, v in task_fingerprint(config).items()]  # fmt: skip
+    task = fingerprint.get("task") or "binary"
+    pairs += [
+        ("task", task, config.task),
+        ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
+    ]
     try:
         saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
     except (TypeError, ValueError) as exc:
