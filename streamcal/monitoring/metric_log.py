@@ -180,6 +180,29 @@ def read_metric_log(path, progress: bool = False) -> list[dict]:
     return [check_metric_line(obj, f"{p}: line {n}") for n, obj in iter_json_lines(path, progress)]
 
 
+def split_classes(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """(the lines without a class, in order; the last line of each class): the per-class
+    lines of a multiclass run (``MulticlassTracker.class_snapshots``), named as
+    ``split_labelled`` names categories (``"CLASS @ unit UNIT"`` with several units).
+
+    >>> split_classes([{"labels": 2}, {"labels": 2, "class": "a"}, {"labels": 3, "class": "a"}])
+    ([{'labels': 2}], {'a': {'labels': 3, 'class': 'a'}})
+    """
+    others, rows = [], {}
+    for line in log:
+        c = line.get(schema.CLASS)
+        if c is None:
+            others.append(line)
+        else:
+            rows[(line.get("unit"), c)] = line
+    if len({unit for unit, _ in rows}) <= 1:
+        return others, {c: line for (_, c), line in rows.items()}
+    return others, {
+        f"{c} @ unit {unit}": {**line, schema.CLASS: f"{c} @ unit {unit}"}
+        for (unit, c), line in rows.items()
+    }
+
+
 def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
     """(the lines without a category, in order; the last line of each category).
 

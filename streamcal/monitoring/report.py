@@ -9,6 +9,10 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
 * ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time;
 * ``categories.png`` (metric logs with per-category lines, see
   ``CalibrationTracker.category_snapshots``): the same band per category, one row each;
+* ``classes.png`` (metric logs of a multiclass run, ``--task multiclass``): the
+  one-vs-rest band of every class, one row each; the other figures are then of the top
+  label ("the predicted class is right"): ``reliability.png`` is the top-label
+  reliability diagram and ``band.png`` mean top-label p0 <= accuracy <= mean p1;
 * ``protection.png`` (metric logs with protection, ``docs/alerts.md``): the log of the
   protector's test martingale over labels, its alarm level ln(1/alpha) and the moment the
   alarm fired; the loss figure and tables then also show the protected probability.
@@ -35,6 +39,7 @@ from streamcal.monitoring.metric_log import (
     detect_format,
     metric_log_from_predictions,
     read_metric_log,
+    split_classes,
     split_labelled,
 )
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
@@ -44,6 +49,7 @@ __all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyEr
 
 FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
 CATEGORY_FIGURE = "categories.png"
+CLASS_FIGURE = "classes.png"
 PROTECTION_FIGURE = "protection.png"
 _CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
 
@@ -283,8 +289,9 @@ def band_figure(log, path: Path) -> None:
     _save(fig, path)
 
 
-def category_band_figure(rows: list[dict], path: Path) -> None:
-    """One row per category: [mean p0, mean p1] as a bar, the frequency with ±2 s.e."""
+def category_band_figure(rows: list[dict], path: Path, name: str = schema.CATEGORY) -> None:
+    """One row per category (or per class: ``name="class"``): [mean p0, mean p1] as a
+    bar, the frequency with ±2 s.e."""
     fig = _figure(7.0, 1.2 + 0.32 * len(rows))
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]  # the first row on top
@@ -297,7 +304,7 @@ def category_band_figure(rows: list[dict], path: Path) -> None:
         se = math.sqrt(f * (1 - f) / n)
         ax.errorbar(f, y, xerr=2 * se, fmt="o", color="black", ms=4, capsize=3,
                     label="frequency of 1, ±2 SE" if y == ys[0] else None)  # fmt: skip
-    ax.set_yticks(ys, [f"{r['category']} ({r.get('labels') or 0})" for r in rows], fontsize=8)
+    ax.set_yticks(ys, [f"{r[name]} ({r.get('labels') or 0})" for r in rows], fontsize=8)
     ax.set_xlabel("probability")
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.grid(axis="x", alpha=0.3)
@@ -431,6 +438,11 @@ _READING = {
         "category; a pooled one only on average, and a row whose dot lies clear of its bar is "
         "a segment where 0.9 does not mean 90%."
     ),
+    CLASS_FIGURE: (
+        "Corollary 1 per class (one-vs-rest; predictions with a pair for the class in "
+        "brackets): how often the label was the class (black, ±2 standard errors) should "
+        "meet the blue bar [mean p0, mean p1] of that class in every row."
+    ),
     PROTECTION_FIGURE: (
         "The protector's test martingale S (natural log; docs/alerts.md): it bets against "
         "'p is the true probability' and grows only when p is miscalibrated in a way a "
@@ -450,16 +462,23 @@ _READING = {
 }
 
 
-def _category_table(rows: list[dict]) -> str:
-    keys = schema.CATEGORY_KEYS
+# A multiclass run's binary figures are of the top label.
+_TOP_LABEL = (
+    "Multiclass: of the top label, 'the predicted class is right' (p: the predicted "
+    "class's probability; frequency of 1: the accuracy). "
+)
+
+
+def _category_table(rows: list[dict], name: str = schema.CATEGORY) -> str:
+    keys = schema.CATEGORY_KEYS if name == schema.CATEGORY else schema.CLASS_KEYS
     head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in keys)
     body = "".join(
-        f"<tr><td>{html.escape(str(r['category']))}</td>"
+        f"<tr><td>{html.escape(str(r[name]))}</td>"
         + "".join(_cell(r, k) for k in keys)
         + f"<td>{html.escape(corollary1_verdict(r))}</td></tr>"
         for r in rows
     )
-    return f"<table><tr><th>category</th>{head}<th>Corollary 1</th></tr>{body}</table>"
+    return f"<table><tr><th>{name}</th>{head}<th>Corollary 1</th></tr>{body}</table>"
 
 
 # The per-unit table: one row per unit, from its newest line.
@@ -505,7 +524,8 @@ def _units_html(units: dict, total: dict) -> str:
     )
 
 
-def _html(log, last, source, kind, title, out: Path, units=None, categories=()) -> str:
+def _html(log, last, source, kind, title, out: Path, units=None, categories=(),
+          classes=()) -> str:  # fmt: skip
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -534,12 +554,16 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=()) 
     figures = ""
     extra = ((CATEGORY_FIGURE,) if categories else ()) + (
         (PROTECTION_FIGURE,) if has_protection(log) else ()
-    )
+    ) + ((CLASS_FIGURE,) if classes else ())
+    multiclass = last.get("classes") is not None
     for name in FIGURES + extra:
         data = base64.b64encode((out / name).read_bytes()).decode("ascii")
+        reading = _READING[name]
+        if multiclass and name in ("reliability.png", "band.png"):
+            reading = _TOP_LABEL + reading
         figures += (
             f'<figure><img src="data:image/png;base64,{data}" alt="{name}">'
-            f'<figcaption class="note">{html.escape(_READING[name])} '
+            f'<figcaption class="note">{html.escape(reading)} '
             f'(<a href="{name}">{name}</a>)</figcaption></figure>\n'
         )
     if not last.get("reliability"):
@@ -560,6 +584,7 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=()) 
 <table><tr><th></th>{loss_head}</tr>{loss_rows}</table>
 <table>{band}</table>
 {"<h2>Per category</h2>" + _category_table(categories) if categories else ""}
+{"<h2>Per class</h2>" + _category_table(classes, schema.CLASS) if classes else ""}
 {_units_html(units or {}, last)}<h2>Figures</h2>
 {figures}
 </body></html>
@@ -603,6 +628,7 @@ def write_report(
         lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
         if not lines:
             raise ValueError(f"{os.fspath(paths[0])}: no metric lines")
+        lines, by_class = split_classes(lines)
         lines, by_category = split_labelled(lines)
         if not lines:
             raise ValueError(f"{os.fspath(paths[0])}: no metric-log line for the whole stream")
@@ -621,6 +647,7 @@ def write_report(
             paths[0], window=window, bins=bins, progress=progress, top_k=top_k
         )
         log, by_category = split_labelled(log)
+        by_class = {}
         n = log[-1]["labels"]
         kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
     else:
@@ -638,6 +665,9 @@ def write_report(
     band_figure(log, out / "band.png")
     if categories:
         category_band_figure(categories, out / CATEGORY_FIGURE)
+    classes = list(by_class.values())
+    if classes:
+        category_band_figure(classes, out / CLASS_FIGURE, name=schema.CLASS)
     if has_protection(log):
         protection_figure(log, out / PROTECTION_FIGURE)
     source = ", ".join(os.fspath(p) for p in paths)
@@ -645,10 +675,12 @@ def write_report(
     page.write_text(
         _html(log, last, source=source, kind=kind,
               title=title or "streamcal calibration report", out=out, units=units,
-              categories=categories),
+              categories=categories, classes=classes),
         encoding="utf-8",
     )  # fmt: skip
     doc = summary(last, categories)
+    if classes:
+        doc["per_class"] = [{**r, "corollary1": corollary1_verdict(r)} for r in classes]
     if units is not None and len(units) > 1:
         doc["units"] = {u: summary(units[u]) for u in sorted(units, key=_unit_key)}
     (out / "summary.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -29,6 +29,12 @@ Protection (a protector's recalibrated probability and its test martingale, see
 a tracker's snapshot only once it has seen a protected probability or a protector's
 state; without protection a snapshot is exactly what it was before them.
 
+Multiclass (``--task multiclass``, ``streamcal.monitoring.multiclass_tracker``): the
+tracker fields are those of the top label ("the predicted class is right": p the
+predicted class's probability, frequency the accuracy), the ``only_with=MULTICLASS``
+fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, labelled
+``class``, carry each class's one-vs-rest band (``CLASS_KEYS``).
+
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
 ['events', 'predictions', 'expired', 'dead_letters', 'merge_stalls', 'late_arrivals']
 >>> field("events_per_s").prometheus_name
@@ -52,6 +58,10 @@ __all__ = [
     "PROCESSOR",
     "PROTECTION",
     "PROTECTION_KEYS",
+    "CLASS",
+    "CLASS_KEYS",
+    "MULTICLASS",
+    "MULTICLASS_KEYS",
     "TRACKER",
     "Label",
     "MetricField",
@@ -73,8 +83,9 @@ TRACKER, PROCESSOR = "tracker", "processor"
 # that means nothing for several units: null in a pooled line).
 POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "mean:protected_labels", "join",
          "bins", "ece:reliability", "ece:raw_reliability", "none")  # fmt: skip
-# The optional feature a field belongs to (``MetricField.only_with``).
+# The optional features a field may belong to (``MetricField.only_with``).
 PROTECTION = "protection"
+MULTICLASS = "multiclass"
 # The labels of a processor's metric line: which unit of calibration (a partition number,
 # or "global") and which instance (--instance-id, default host:pid) it comes from.
 UNIT_LABELS = ("unit", "instance")
@@ -156,12 +167,20 @@ def _t_protected(key, kind, title, help, labels=(), **kw) -> MetricField:
                        labels=UNIT_LABELS + tuple(labels), only_with=PROTECTION, **kw)  # fmt: skip
 
 
+def _t_multiclass(key, kind, title, help, **kw) -> MetricField:
+    # Optional when reading: only the lines of a multiclass run (--task multiclass) have them.
+    return MetricField(key, kind, help, TRACKER, title, required=False, only_with=MULTICLASS,
+                       **kw)  # fmt: skip
+
+
 def _p(key, kind, title, help, **kw) -> MetricField:
     return MetricField(key, kind, help, source=PROCESSOR, title=title, **kw)
 
 
 CATEGORY = "category"  # the Mondrian label
 _C = (CATEGORY,)
+CLASS = "class"  # a class of a multiclass run: its one-vs-rest band
+_CC = (CATEGORY, CLASS)
 
 # In the order of the metric line. Each field: key, kind, report title, then its help.
 FIELDS: tuple[MetricField, ...] = (
@@ -169,7 +188,7 @@ FIELDS: tuple[MetricField, ...] = (
        help="Unix time of the metric-log line.", pool="max"),
     # --- CalibrationTracker ---
     _t("labels", COUNTER, "labelled events",
-       "Labels joined to their predictions (tracker updates).", labels=_C),
+       "Labels joined to their predictions (tracker updates).", labels=_CC),
     # raw_labels came later than the first metric logs: optional when reading.
     _t_optional("raw_labels", COUNTER, "with a raw score",
        "Labels whose prediction carried a raw model score."),
@@ -198,11 +217,11 @@ FIELDS: tuple[MetricField, ...] = (
     _t("raw_ece", GAUGE, "raw ECE (binned)",
        "Binned expected calibration error of the raw score.", pool="ece:raw_reliability"),
     _t("mean_p0", GAUGE, "mean p0",
-       "Mean p0 (lower end of the Corollary 1 band).", labels=_C),
+       "Mean p0 (lower end of the Corollary 1 band).", labels=_CC),
     _t("frequency", GAUGE, "frequency of 1",
-       "Frequency of label 1.", labels=_C),
+       "Frequency of label 1.", labels=_CC),
     _t("mean_p1", GAUGE, "mean p1",
-       "Mean p1 (upper end of the Corollary 1 band).", labels=_C),
+       "Mean p1 (upper end of the Corollary 1 band).", labels=_CC),
     # Protection (docs/alerts.md): only in the lines of a tracker that was given protected
     # probabilities or a protector's state.
     _t_protected("protected_labels", COUNTER, "with a protected probability",
@@ -233,6 +252,29 @@ FIELDS: tuple[MetricField, ...] = (
        pool="none"),
     _t_protected("alarm_alpha", GAUGE, "alarm level alpha", prometheus="calibration_alarm_alpha",
        help="The alarm's level alpha: it fires when log S reaches ln(1/alpha).", pool="max"),
+    # Multiclass (--task multiclass): the fields above are then those of the top label,
+    # "the predicted class is right" (p is the predicted class's probability, frequency
+    # the accuracy), and these are of the whole vector of class probabilities.
+    _t_multiclass("classes", GAUGE, "classes",
+       "Classes known to the calibrator (from labels and the model's outputs).", pool="max"),
+    _t_multiclass("multiclass_log_loss", GAUGE, "multiclass log loss",
+       "Cumulative log loss of the calibrated class probabilities (at the true class)."),
+    _t_multiclass("recent_multiclass_log_loss", GAUGE, "multiclass log loss, recent",
+       "Multiclass log loss of the calibrated probabilities, last window."),
+    _t_multiclass("multiclass_square_loss", GAUGE, "multiclass Brier score",
+       "Cumulative Brier score of the calibrated class probabilities (summed over classes)."),
+    _t_multiclass("recent_multiclass_square_loss", GAUGE, "multiclass Brier score, recent",
+       "Brier score of the calibrated class probabilities, last window."),
+    _t_multiclass("raw_multiclass_log_loss", GAUGE, "raw multiclass log loss",
+       "Cumulative log loss of the model's own class probabilities.", pool="mean:raw_labels"),
+    _t_multiclass("recent_raw_multiclass_log_loss", GAUGE, "raw multiclass log loss, recent",
+       "Multiclass log loss of the model's probabilities, last window.",
+       pool="mean:raw_labels"),
+    _t_multiclass("raw_multiclass_square_loss", GAUGE, "raw multiclass Brier score",
+       "Cumulative Brier score of the model's own class probabilities.",
+       pool="mean:raw_labels"),
+    _t_multiclass("recent_raw_multiclass_square_loss", GAUGE, "raw multiclass Brier, recent",
+       "Brier score of the model's probabilities, last window.", pool="mean:raw_labels"),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
     _t_optional("reliability", BINS, None,
        "Reliability bins of p."),
@@ -267,6 +309,7 @@ FIELDS: tuple[MetricField, ...] = (
 # Labels fields may be broken down by (see the module docstring).
 LABELS: tuple[Label, ...] = (
     Label(CATEGORY, "A category of a Mondrian calibrator (top k by volume, or '(other)')."),
+    Label(CLASS, "A class of a multiclass calibrator (its one-vs-rest Corollary 1 band)."),
     Label("unit", "The unit of calibration: a partition number with --scope partition, "
           "else global."),
     Label("instance", "The streamcal run instance that holds the unit (--instance-id)."),
@@ -285,6 +328,9 @@ SNAPSHOT_KEYS = tuple(
     f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS and not f.only_with
 )
 PROTECTION_KEYS = tuple(f.key for f in FIELDS if f.only_with == PROTECTION)
+MULTICLASS_KEYS = tuple(f.key for f in FIELDS if f.only_with == MULTICLASS)
+# The fields of a per-class line (``MulticlassTracker.class_snapshots()``), in order.
+CLASS_KEYS = tuple(f.key for f in FIELDS if CLASS in f.labels)
 
 
 def fields(kind: str | None = None, source: str | None = None) -> tuple[MetricField, ...]:

@@ -7,6 +7,7 @@ Modules and sub-packages, one idea each:
 * ``processor`` -- ``Processor``: the loop (records to their units, outputs out, metric
   lines and checkpoints on time).
 * ``unit`` -- ``CalibrationUnit``: one classifier and its joins (predict, wait, learn).
+* ``multiclass_unit`` -- ``MulticlassUnit``: the same joins for ``--task multiclass``.
 * ``pending`` -- bounded waiting rooms: events for labels, early labels for events.
 * ``messages`` -- decoding and validating events and labels (or a dead-letter reason).
 * ``deadletter`` -- dead-letter records (original bytes, source, reason).

@@ -32,7 +32,13 @@ from streamcal.learner.settings import (
     ClassifierSettings,
 )
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
-from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
+from streamcal.stream.models import (
+    BINARY_ONLY,
+    DEFAULT_MODEL,
+    SCORE_PREFIX,
+    check_model_spec,
+    describe_presets,
+)
 
 __all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
 
@@ -41,6 +47,7 @@ ENV_PREFIX = "STREAMCAL_"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+TASKS = ("binary", "multiclass")
 
 
 def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
@@ -175,6 +182,26 @@ class ProcessorConfig:
         "model",
     )
 
+    task: str = _opt(
+        "binary",
+        "binary (labels 0/1 or true/false) or multiclass (labels are class names: strings "
+        "or integers; each prediction carries a probability per class, the predicted "
+        "class with its Venn-Abers pair and, with scheme one-vs-rest, a pair per class; "
+        "mode pretrained only, without --protect; see docs/processor.md)",
+        "model",
+    )
+    scheme: str | None = _opt(
+        None,
+        "with --task multiclass: one-vs-rest, one-vs-one or top-label (default: the "
+        "learner's, one-vs-rest)",
+        "model",
+    )
+    max_classes: int = _opt(
+        100,
+        "with --task multiclass: a label that would be a class beyond this many is "
+        "dead-lettered (one-vs-one keeps K(K-1)/2 stores)",
+        "model",
+    )
     protect: bool = _opt(
         True,
         "protected calibration: each prediction also carries p_protected (a recalibration "
@@ -398,6 +425,7 @@ class ProcessorConfig:
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
         self.classifier_settings()  # the classifier's own rules and messages
+        self._validate_task()
         if not (math.isfinite(self.alarm_alpha) and 0.0 < self.alarm_alpha < 1.0):
             raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
         if self.compression_type not in _CODECS:
@@ -454,6 +482,41 @@ class ProcessorConfig:
                 "--checkpoint-key-file (a file outside the state directory)"
             )
         check_model_spec(self.model)
+
+    def _validate_task(self) -> None:
+        """The multiclass settings' rules (``--task``, ``--scheme``, ``--max-classes``)."""
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.max_classes < 2:
+            raise ValueError(f"max_classes must be >= 2, got {self.max_classes}")
+        if self.task == "binary":
+            if self.scheme is not None:
+                raise ValueError("scheme needs --task multiclass")
+            return
+        from streamcal.core.multiclass import scheme_class
+
+        if self.scheme is not None:
+            scheme_class(self.scheme)  # ValueError naming the schemes
+        if self.mode not in (None, "pretrained"):
+            raise ValueError(f"task multiclass offers mode pretrained only, got {self.mode!r}")
+        if self.fallback is not None:
+            raise ValueError("task multiclass has no fallback (--by without --fallback)")
+        if self.model in BINARY_ONLY or self.model.startswith(SCORE_PREFIX):
+            raise ValueError(
+                f"model {self.model!r} is binary only; with --task multiclass use "
+                "gnb, hoeffding, softmax or module:function"
+            )
+
+    def multiclass_scheme(self) -> str | None:
+        """The scheme of ``--task multiclass`` (the learner's default if not given); None
+        for binary.
+
+        >>> ProcessorConfig(task="multiclass", model="gnb").multiclass_scheme()
+        'one-vs-rest'
+        """
+        from streamcal.stream.unit import resolved_scheme
+
+        return resolved_scheme(self.task, self.scheme)
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""

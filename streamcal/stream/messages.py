@@ -43,6 +43,7 @@ __all__ = [
     "Fields",
     "Rejected",
     "decode_event",
+    "decode_class_label",
     "decode_label",
 ]
 
@@ -68,7 +69,7 @@ class CategorizedEvent(NamedTuple):
 
 class Label(NamedTuple):
     id: str
-    y: bool
+    y: bool | str  # a class name (a string) with ``decode_class_label``
 
 
 class Fields(NamedTuple):
@@ -278,3 +279,36 @@ def decode_label(value: bytes | None, fields: Fields) -> Label:
 
 
 _LABEL_TYPES = frozenset((int, float, str))
+
+
+def decode_class_label(value: bytes | None, fields: Fields) -> Label:
+    """Decode a multiclass label message or raise ``BadInput``: the class is a non-empty
+    string, or an integer, used as its decimal string (as ids are), so that ``4`` and
+    ``"4"`` are one class and every class is a JSON object key in the predictions.
+    Booleans, floats, null, arrays and objects are refused: none of them names a class
+    without a guess (``true`` could be ``1`` or ``"true"``, ``4.0`` could be ``4``).
+
+    >>> decode_class_label(b'{"id": "e1", "label": 4}', Fields())
+    Label(id='e1', y='4')
+    >>> decode_class_label(b'{"id": "e1", "label": 4.5}', Fields())
+    Traceback (most recent call last):
+    ...
+    streamcal.stream.messages.BadInput: label is not a class (a string or an integer): 4.5
+    """
+    obj = _load(value, fields.max_bytes)
+    eid = _id(obj, fields.id)
+    if len(value) > fields.max_string:
+        _check_lengths(eid, {}, fields.max_string)
+    if fields.label not in obj:
+        raise BadInput(f"missing label field {fields.label!r}")
+    y = obj[fields.label]
+    t = type(y)
+    if t is str:
+        if not y:
+            raise BadInput("empty label (a class name must not be empty)")
+        if len(y) > fields.max_string:
+            raise BadInput(f"label longer than max_string_length={fields.max_string}: {_short(y)}")
+        return _new_record(Label, (eid, y))
+    if t is int:
+        return _new_record(Label, (eid, str(y)))
+    raise BadInput(f"label is not a class (a string or an integer): {_short(y)}")

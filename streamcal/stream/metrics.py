@@ -7,7 +7,8 @@ from a unit's
 ``snapshot()`` and from the processor's own values (time, rate, merge stalls, version);
 then the labels saying where it comes from: ``unit`` (the partition number, or
 ``global``) and ``instance``. With ``--by`` a unit's line is followed by its
-per-category lines, with the same labels.
+per-category lines, with the same labels; with ``--task multiclass`` by its per-class
+lines (labelled ``class``: each class's one-vs-rest band).
 
 A line goes to the metrics file (or stdout), the metrics topic (one key per unit, so a
 unit's lines stay in order), the Prometheus exporter and the caller's ``on_metrics``.
@@ -57,7 +58,10 @@ class MetricEmitter:
         self.instance = instance
         self.exporter_class = exporter_class  # PrometheusExporter with metrics_port
         self.version = streamcal.__version__
-        self.features = (metric_schema.PROTECTION,) if config.protect else ()
+        if config.task == "multiclass":  # without protection (streamcal.stream.multiclass_unit)
+            self.features = (metric_schema.MULTICLASS,)
+        else:
+            self.features = (metric_schema.PROTECTION,) if config.protect else ()
         self.exporter = None
         self.out = None  # the metrics file (or stdout), while running
         self.outbox = None  # the processor's, while running
@@ -126,9 +130,10 @@ class MetricEmitter:
         }
         return metric_line(values, unit, self.instance, self.features)
 
-    def emit(self, unit: int | None, snapshot: dict, categories, merge: dict) -> dict:
+    def emit(self, unit: int | None, snapshot: dict, categories, merge: dict, classes=None) -> dict:
         """Make the line of ``unit`` and send it, then its per-category lines
-        (``categories``: rows of ``CalibrationTracker.category_snapshots``, or None)."""
+        (``categories``: rows of ``CalibrationTracker.category_snapshots``, or None), then
+        its per-class lines (``classes``: rows of ``MulticlassTracker.class_snapshots``)."""
         line = self.line(unit, snapshot, merge)
         self.mark(unit, line["events"])
         self.last_line_at = time.monotonic()
@@ -143,6 +148,8 @@ class MetricEmitter:
             self.exporter.update(line)
         if categories is not None:
             self._emit_categories(unit, line, categories)
+        if classes:
+            self._emit_classes(unit, line, classes)
         if self.on_metrics is not None:
             self.on_metrics(line)
         return line
@@ -151,7 +158,8 @@ class MetricEmitter:
         """Make and send the line of ``unit`` (a ``CalibrationUnit``), with its
         per-category lines under ``--by``."""
         categories = unit.category_snapshots() if self.config.by is not None else None
-        return self.emit(unit.unit, unit.snapshot(), categories, merge)
+        classes = unit.class_snapshots() if self.config.task == "multiclass" else None
+        return self.emit(unit.unit, unit.snapshot(), categories, merge, classes)
 
     def emit_all(self, units: dict, merge_of) -> dict | None:
         """The lines of all ``units`` (the global one, or by partition), with
@@ -167,6 +175,20 @@ class MetricEmitter:
             # One key per unit: one partition, so a unit's lines stay in order.
             key = cfg.client_id if unit is GLOBAL_UNIT else f"{cfg.client_id}/{line['unit']}"
             self.outbox.send(cfg.metrics_topic, key.encode(), data)
+
+    def _emit_classes(self, unit, line: dict, classes) -> None:
+        # A class, once seen, stays: each row replaces its class's previous one.
+        labels = {"unit": line["unit"], "instance": line["instance"]}
+        for row in classes:
+            row = {**row, **labels}
+            data = orjson.dumps(row)
+            if self.out is not None:
+                self.out.write(data.decode() + "\n")
+            self._send(unit, line, data)
+            if self.exporter is not None:
+                self.exporter.update(row)
+        if self.out is not None:
+            self.out.flush()
 
     def _emit_categories(self, unit, line: dict, categories) -> None:
         labels = {"unit": line["unit"], "instance": line["instance"]}

@@ -10,10 +10,10 @@ FieldScore (
   field="churn_p"
   kind="probability"
 )
->>> make_model("nope")
+>>> make_model("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: model must be one of logreg, gnb, hoeffding, module:function or score:FIELD; got 'nope'
+ValueError: model must be one of logreg, gnb, hoeffding, softmax, module:function or ...; got 'nope'
 
 ``score:FIELD`` calibrates (and protects) the probability of ``True`` that the feature
 FIELD of each event holds (``streamcal.learner.FieldScore``). It assumes that the
@@ -21,6 +21,10 @@ upstream model does not learn from the labels given here: then the scoring funct
 fixed, and the default mode ``pretrained`` is a valid inductive Venn-Abers predictor. The
 raw score's log loss in the metrics means something only when the score is a
 probability (a value outside [0, 1] makes the event a dead letter).
+
+With ``--task multiclass``: ``gnb`` and ``hoeffding`` are multiclass models as they are,
+``softmax`` is the multiclass counterpart of ``logreg`` (which, like ``score:FIELD``, is
+binary only and refused there), and ``module:function`` must return a multiclass model.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import functools
 import importlib
 
 __all__ = [
+    "BINARY_ONLY",
     "DEFAULT_MODEL",
     "PRESETS",
     "check_model_spec",
@@ -59,8 +64,17 @@ def _hoeffding():
     return tree.HoeffdingTreeClassifier()
 
 
+def _softmax():
+    """scaled softmax regression, multiclass"""
+    from river import linear_model, preprocessing
+
+    return preprocessing.StandardScaler() | linear_model.SoftmaxRegression()
+
+
 # name -> factory; the factory's docstring says what it is (for help texts).
-PRESETS = {"logreg": _logreg, "gnb": _gnb, "hoeffding": _hoeffding}
+PRESETS = {"logreg": _logreg, "gnb": _gnb, "hoeffding": _hoeffding, "softmax": _softmax}
+# The presets of a binary model only (``--task multiclass`` refuses them).
+BINARY_ONLY = ("logreg",)
 DEFAULT_MODEL = "logreg"
 SCORE_PREFIX = "score:"  # score:FIELD, a field of the event holding an upstream score
 

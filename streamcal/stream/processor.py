@@ -61,6 +61,10 @@ class Processor:
         config.validate()
         self.config = config
         self.instance = config.instance_id or f"{socket.gethostname()}:{os.getpid()}"
+        if config.task == "multiclass" and self.unit_class is CalibrationUnit:
+            from streamcal.stream.multiclass_unit import MulticlassUnit
+
+            self.unit_class = MulticlassUnit
         self.states = UnitStates(config, config.key_bytes(), self.unit_class)
         self.units = self.states.held  # unit id (GLOBAL_UNIT, or a partition) -> unit
         exporter_class = None

@@ -74,7 +74,26 @@ _INPUT_FINGERPRINT = (
 # checkpoint, so it is bound to it too. A state from before protection has them as None:
 # it resumes with either setting (its protectors, if on, start fresh; p is unchanged).
 _PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
-FINGERPRINT = _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT
+# The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
+# once its default is filled in (``resolved_scheme``). A state without them (before
+# version 5) is binary.
+_TASK_FINGERPRINT = ("task", "scheme")
+FINGERPRINT = (
+    _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT + _TASK_FINGERPRINT
+)
+
+
+def resolved_scheme(task, scheme):
+    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
+
+    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
+    ('one-vs-rest', None)
+    """
+    if task != "multiclass":
+        return None
+    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
+
+    return scheme or DEFAULT_SCHEME
 
 
 class PendingPrediction(NamedTuple):
@@ -277,6 +296,10 @@ class CalibrationUnit:
             self._dead(rec, str(exc))
             return None
 
+    # What decodes an input record (``MulticlassUnit`` decodes class labels).
+    event_decoder = staticmethod(decode_event)
+    label_decoder = staticmethod(decode_label)
+
     def on_event(self, rec) -> None:
         """Predict an event (and join the label that came before it, if any)."""
         ev = self._decode(rec, decode_event)
@@ -325,7 +348,7 @@ class CalibrationUnit:
 
     def on_label(self, rec) -> None:
         """Join a label with its event, or keep it until the event comes."""
-        lab = self._decode(rec, decode_label)
+        lab = self._decode(rec, self.label_decoder)
         if lab is None:
             return
         eid = lab.id
@@ -442,6 +465,11 @@ def check_fingerprint(state: dict, config) -> None:
         (k, fingerprint[k], getattr(config, k))
         for k in _PROTECTION_FINGERPRINT
         if fingerprint.get(k) is not None  # None: the state predates protection
+    ]
+    task = fingerprint.get("task") or "binary"
+    pairs += [
+        ("task", task, config.task),
+        ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
     ]
     try:
         saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})

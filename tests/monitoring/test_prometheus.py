@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamcal.monitoring import CalibrationTracker, PrometheusExporter
-from streamcal.monitoring.schema import COUNTER, GAUGE, fields
+from streamcal.monitoring.schema import COUNTER, GAUGE, MULTICLASS_KEYS, fields
 
 
 def scrape(exporter):
@@ -43,6 +43,8 @@ def a_metric_line():
         "merge_stalls": 4,
         "late_arrivals": 5,
         "version": "7",
+        # a multiclass line's own fields (never in the same line as protection's)
+        **{k: 0.25 + i for i, k in enumerate(MULTICLASS_KEYS)},
     }
 
 

@@ -43,6 +43,12 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    fingerprint has ``protect`` and ``alarm_alpha``. An upgraded state has protection off
    and these two as None ("before protection"), which resumes with either setting:
    with ``--protect`` (the default) its protectors start fresh, p is unchanged.
+5. Multiclass (``--task multiclass``): the fingerprint has ``task`` and ``scheme`` (the
+   scheme in use, None for binary). A multiclass unit's state has the same keys as a
+   binary one's, with ``VennAbersMultiClassifier.to_state()`` as its classifier,
+   ``MulticlassTracker.to_state()`` as its tracker and ``PendingMulticlass`` tuples as
+   its pending predictions (``streamcal.stream.multiclass_unit``). An upgraded state is
+   binary: ``task`` "binary", ``scheme`` None.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -61,7 +67,7 @@ from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
-VERSION = 4
+VERSION = 5
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
 
@@ -120,6 +126,17 @@ def _v3_to_v4(state: dict) -> dict:
 
 
 _STEPS[3] = _v3_to_v4
+
+
+# ---------------------------------------------------------------- version 4 -> 5
+def _v4_to_v5(state: dict) -> dict:
+    """Before multiclass: every state is binary."""
+    state = dict(state)
+    state["fingerprint"] = {"task": "binary", "scheme": None, **state["fingerprint"]}
+    return state
+
+
+_STEPS[4] = _v4_to_v5
 
 
 # ---------------------------------------------------------------- version 1
