@@ -158,8 +158,8 @@ def test_without_protection_outputs_are_those_of_before():
     assert all("p_protected" not in p for p in p_off)
     assert [{k: v for k, v in p.items() if k != "p_protected"} for p in p_on] == p_off
     assert not set(PROTECTION_KEYS) & set(off.snapshot())
-    on_line = MetricEmitter(on.config, "i").line(None, on.snapshot(), 0)
-    off_line = MetricEmitter(off.config, "i").line(None, off.snapshot(), 0)
+    on_line = MetricEmitter(on.config, "i").line(None, on.snapshot(), {"merge_stalls": 0})
+    off_line = MetricEmitter(off.config, "i").line(None, off.snapshot(), {"merge_stalls": 0})
     assert set(PROTECTION_KEYS) <= set(on_line)
     assert not set(PROTECTION_KEYS) & set(off_line)  # absent, not null
     assert {k: v for k, v in on_line.items() if k not in PROTECTION_KEYS and k != "ts"} == {
