@@ -276,16 +276,17 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             return MappingProxyType({})
         return MappingProxyType(self._protection.protectors)
 
-    def _protect_target(self, x: dict, kwargs) -> tuple:
-        """(key of x's given p, x's category) for the protection."""
+    def _protect_category(self, x: dict, kwargs):
+        """x's category for the protection (None without ``by``)."""
         if self.by is None:
-            category = None
-        else:
-            category = kwargs["category"] if "category" in kwargs else category_of(self.by, x)
-        return self._protection.key(category, x), category
+            return None
+        return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
 
     def _protected(self, x: dict, kwargs, p: float) -> float:
-        return self._protection.predict(*self._protect_target(x, kwargs), p)
+        prot, category = self._protection, self._protect_category(x, kwargs)
+        if prot.lookup:
+            prot.remember(category, x, p)
+        return prot.predict(category, p)
 
     def _category(self, kwargs) -> tuple:
         """``(category,)`` if the caller gave ``category=``, else ``()``."""
@@ -326,14 +327,15 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         y = check_label(y)
         prot = self._protection
         if prot is not None:
-            given = kwargs.get("p")
-            if given is not None:
-                given = check_probability(given)
-            key, category = self._protect_target(x, kwargs)
-            base = prot.given(key)  # forgets x's entry, whether p= is given or not
-            if given is not None:
-                base = given
-            elif base is None:  # not looked up: the p x gets now, before its label
+            category = self._protect_category(x, kwargs)
+            base = kwargs.get("p")
+            if base is not None:
+                base = check_probability(base)
+            if prot.lookup:
+                remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
+                if base is None:
+                    base = remembered
+            if base is None:  # not given nor remembered: the p x gets now, before its label
                 _, p0, p1 = self._state.predict(x, *self._category(kwargs))
                 base = SCALAR_MERGES[self.merge](p0, p1)
         if kwargs:

@@ -55,12 +55,13 @@ class Protection:
     """Protectors by category (``None`` without ``by``) and the base p of recent predictions.
 
     >>> prot = Protection({"burn_in": 0})
-    >>> round(prot.predict((None, ("a",), (1.0,)), None, 0.2), 12)  # nothing learned: p
+    >>> round(prot.predict(None, 0.2), 12)  # nothing learned: p
     0.2
     >>> for i in range(100):
-    ...     prot.learn(None, prot.given((None, ("a",), (1.0,)), 0.2), 1)
-    >>> prot.alarm_at, round(prot.predict((None, ("a",), (2.0,)), None, 0.2), 2)
-    (14, 0.57)
+    ...     prot.remember(None, {"a": 1.0}, 0.2)
+    ...     prot.learn(None, prot.recall(None, {"a": 1.0}), 1)
+    >>> prot.alarm_at, round(prot.predict(None, 0.2), 2), prot.recall(None, {"a": 1.0})
+    (14, 0.57, None)
     """
 
     def __init__(self, params: dict, max_categories: int | None = None):
@@ -88,11 +89,8 @@ class Protection:
             )
         return self._max[0] if self.protectors else 0.0
 
-    def key(self, category, x: dict):
-        """The look-up key of object ``x`` of ``category``: None if a value is unhashable,
-        or without the look-up."""
-        if not self.lookup:
-            return None
+    def _key(self, category, x: dict):
+        """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
         cx = self._order.ordered(x)
         try:
             key = (category, tuple(cx), tuple(cx.values()))
@@ -101,21 +99,27 @@ class Protection:
             return None
         return key
 
-    def predict(self, key, category, p: float) -> float:
-        """The protected p for base p; remembers p under ``key`` (None: unhashable x)."""
+    def predict(self, category, p: float) -> float:
+        """The protected p for base p of an object of ``category``; no side effects."""
+        return self.protectors.get(category, self._fresh).predict(p)
+
+    def remember(self, category, x: dict, p: float) -> None:
+        """Keep ``p`` as the base p given for ``x`` (with the look-up; not if x has an
+        unhashable value)."""
+        key = self._key(category, x) if self.lookup else None
         if key is not None:
             given = self._given
             given.pop(key, None)  # re-inserted: the newest prediction of these features
             given[key] = p
             if len(given) > MAX_GIVEN:
                 del given[next(iter(given))]
-        return self.protectors.get(category, self._fresh).predict(p)
 
-    def given(self, key, default=None):
-        """The base p given for the object under ``key`` (forgotten then), else ``default``."""
-        if key is None:
-            return default
-        return self._given.pop(key, default)
+    def recall(self, category, x: dict) -> float | None:
+        """The base p given for ``x`` (forgotten then), or None if not remembered."""
+        if not self._given:
+            return None
+        key = self._key(category, x)
+        return None if key is None else self._given.pop(key, None)
 
     def learn(self, category, p: float, y: int) -> None:
         """Learn label ``y`` of an object of ``category`` whose base p was ``p``."""
@@ -126,7 +130,7 @@ class Protection:
                 if self._max is not None and self._max[1] == dropped:
                     self._max = None
             prot = self.protectors[category] = Protector(**self.params)
-        else:
+        elif self.max_categories is not None:  # least recently labelled first: evicted first
             self.protectors.move_to_end(category)
         prot.learn(p, y)
         self.n += 1
