@@ -64,6 +64,10 @@ class Protection:
     (14, 0.57, None)
     """
 
+    # Protections pickled before these existed (class attributes as their defaults)
+    lookup = True
+    _max: tuple | None = None
+
     def __init__(self, params: dict, max_categories: int | None = None):
         params = dict(params)
         self.lookup = params.pop("lookup", True)  # remember the given p's (route 2)
