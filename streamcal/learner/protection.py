@@ -17,7 +17,7 @@ other labels came in between (late labels). Where that p comes from, in order:
 
 Labels right after their predictions get the same p by all three routes.
 
-Route 2 costs a feature key and a table entry per prediction (about 5 µs, and up to
+Route 2 costs a feature key and a table entry per prediction (1-2 µs, and up to
 ``MAX_GIVEN`` entries in the state). A caller that always takes route 1 turns it off
 with ``protect={"lookup": False}`` (``streamcal.learner.settings.check_protect``):
 predictions then remember nothing, and a label without ``p=`` takes route 3.
