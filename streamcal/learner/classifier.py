@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from river import base
 
@@ -14,7 +15,7 @@ from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.modes import DEFAULT_MODE, MODES
 from streamcal.learner.mondrian import MondrianVennAbers, category_of
 from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.protection import Protection, check_protect
+from streamcal.learner.protection import Protection
 from streamcal.learner.settings import (
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
@@ -111,8 +112,10 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         alpha per protector). ``predict_interval_one`` gives both p and ``p_protected``.
         With ``by``, each category has its own protector. A label learns with the base p
         given for its object: pass it as ``learn_one(x, y, p=...)`` if you kept it,
-        otherwise it is looked up (see ``streamcal.learner.protection``). Default
-        ``False``: p keeps its guarantee under exchangeability and outputs do not change.
+        otherwise it is looked up (see ``streamcal.learner.protection``); a caller that
+        always passes it adds ``"lookup": False`` to the dict, so that predictions
+        remember nothing (faster, smaller state). Default ``False``: p keeps its
+        guarantee under exchangeability and outputs do not change.
 
     Examples
     --------
@@ -196,8 +199,9 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
             min_category=min_category,
             fallback=fallback,
             max_categories=max_categories,
+            protect=protect,
         )
-        protect_params = check_protect(protect)
+        protect_params = settings.protect_params
         # river's clone and check_estimator read the settings back as attributes
         self.model = model
         self.mode = mode
@@ -264,21 +268,25 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         return None if self._protection is None else self._protection.log_martingale
 
     @property
-    def protectors(self) -> dict:
+    def protectors(self) -> Mapping:
         """With ``protect``: the protector of each category (``None`` without ``by``),
-        created at its first label; empty without ``protect``."""
-        return {} if self._protection is None else dict(self._protection.protectors)
+        created at its first label; empty without ``protect``. A read-only view (no
+        copy: looking up one category costs O(1) however many there are)."""
+        if self._protection is None:
+            return MappingProxyType({})
+        return MappingProxyType(self._protection.protectors)
 
-    def _protect_target(self, x: dict, kwargs) -> tuple:
-        """(key of x's given p, x's category) for the protection."""
+    def _protect_category(self, x: dict, kwargs):
+        """x's category for the protection (None without ``by``)."""
         if self.by is None:
-            category = None
-        else:
-            category = kwargs["category"] if "category" in kwargs else category_of(self.by, x)
-        return self._protection.key(category, x), category
+            return None
+        return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
 
     def _protected(self, x: dict, kwargs, p: float) -> float:
-        return self._protection.predict(*self._protect_target(x, kwargs), p)
+        prot, category = self._protection, self._protect_category(x, kwargs)
+        if prot.lookup:
+            prot.remember(category, x, p)
+        return prot.predict(category, p)
 
     def _category(self, kwargs) -> tuple:
         """``(category,)`` if the caller gave ``category=``, else ``()``."""
@@ -319,14 +327,15 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         y = check_label(y)
         prot = self._protection
         if prot is not None:
-            given = kwargs.get("p")
-            if given is not None:
-                given = check_probability(given)
-            key, category = self._protect_target(x, kwargs)
-            base = prot.given(key)  # forgets x's entry, whether p= is given or not
-            if given is not None:
-                base = given
-            elif base is None:  # not looked up: the p x gets now, before its label
+            category = self._protect_category(x, kwargs)
+            base = kwargs.get("p")
+            if base is not None:
+                base = check_probability(base)
+            if prot.lookup:
+                remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
+                if base is None:
+                    base = remembered
+            if base is None:  # not given nor remembered: the p x gets now, before its label
                 _, p0, p1 = self._state.predict(x, *self._category(kwargs))
                 base = SCALAR_MERGES[self.merge](p0, p1)
         if kwargs:
@@ -399,7 +408,9 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         clf._state = _new_mode_state(model, clf.settings, state["mode_state"])
         if state.get("protection") is not None:
             bound = clf.max_categories if clf.by is not None else None
-            clf._protection = Protection.from_state(state["protection"], max_categories=bound)
+            clf._protection = Protection.from_state(
+                state["protection"], max_categories=bound, lookup=clf._protection.lookup
+            )
         return clf
 
 

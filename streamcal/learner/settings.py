@@ -6,6 +6,10 @@
 upgraded by filling in their defaults. All four read the defaults and check the values
 here, so a setting cannot mean two things or be refused with two messages.
 
+``protect`` (protected calibration) is one setting whose value carries its parameters:
+False, True (the ``Protector`` defaults) or a dict of ``Protector`` parameters, plus
+``"lookup"`` for the classifier's own book-keeping (see ``check_protect``).
+
 Kept free of river (like ``streamcal.learner.modes``) so that the command line can check
 its flags cheaply.
 
@@ -22,32 +26,84 @@ defaults stand for the settings not given.
 
 >>> ClassifierSettings.given(mode=None, window=50).window
 50
+>>> ClassifierSettings(protect={"alpha": 0.05}).protect_params
+{'alpha': 0.05}
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, field
 from numbers import Integral
 
 from streamcal.core.merge import MERGES
+from streamcal.core.protector import Protector
 from streamcal.learner.modes import DEFAULT_MODE, check_mode
 
 __all__ = [
     "ClassifierSettings",
+    "DEFAULT_ALARM_ALPHA",
     "DEFAULT_MAX_CATEGORIES",
     "DEFAULT_MERGE",
     "DEFAULT_WINDOW",
     "FIELDS",
     "MONDRIAN_SETTINGS",
+    "check_protect",
 ]
 
 DEFAULT_WINDOW = 1000  # calibration pairs: enough for the isotonic fit, fast to forget
 DEFAULT_MERGE = "log"  # minimax for log loss, the loss the metrics lead with
 DEFAULT_MAX_CATEGORIES = 1000  # bounds the memory of Mondrian calibration and its metrics
+# The protector's level, as the processor's --alarm-alpha shows it
+DEFAULT_ALARM_ALPHA = inspect.signature(Protector).parameters["alpha"].default
 
 # The settings that came with Mondrian calibration (absent from older checkpoints).
 MONDRIAN_SETTINGS = ("by", "min_category", "fallback", "max_categories")
+
+
+def check_protect(protect) -> dict | None:
+    """The parameters of ``protect`` (True: the defaults, a dict: those), or None (off).
+
+    A dict holds ``Protector`` parameters (``alpha``, ``burn_in``, ...) and optionally
+    ``"lookup"`` (default True): whether the classifier remembers the base p of its
+    recent predictions, to learn a late label with the p that was given for its object
+    when ``learn_one`` is not told it (``streamcal.learner.protection``). A caller that
+    always passes ``learn_one(x, y, p=...)``, as the stream processor does, sets it to
+    False and saves the look-up's cost per prediction and its table in the state.
+
+    >>> check_protect(False) is None, check_protect(True), check_protect({"alpha": 0.05})
+    (True, {}, {'alpha': 0.05})
+    >>> check_protect({"alpha": 2})
+    Traceback (most recent call last):
+    ...
+    ValueError: protect: alpha must be in (0.0, 1.0), got 2
+    >>> check_protect({"lookup": "no"})
+    Traceback (most recent call last):
+    ...
+    ValueError: protect: lookup must be True or False, got 'no'
+    >>> check_protect("yes")
+    Traceback (most recent call last):
+    ...
+    ValueError: protect must be True, False or a dict of Protector parameters, got 'yes'
+    """
+    if protect is False or protect is None:
+        return None
+    if protect is True:
+        return {}
+    if not isinstance(protect, dict):
+        raise ValueError(
+            f"protect must be True, False or a dict of Protector parameters, got {protect!r}"
+        )
+    params = dict(protect)
+    lookup = params.pop("lookup", True)
+    if not isinstance(lookup, bool):
+        raise ValueError(f"protect: lookup must be True or False, got {lookup!r}")
+    try:
+        Protector(**params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"protect: {exc}") from None
+    return dict(protect)
 
 
 def _check_positive(name: str, value, allow_none: bool = False) -> None:
@@ -74,6 +130,8 @@ class ClassifierSettings:
     min_category: int = 0
     fallback: str | None = None
     max_categories: int = DEFAULT_MAX_CATEGORIES
+    # False, True or a dict (check_protect); a dict is unhashable: left out of the hash
+    protect: bool | dict = field(default=False, hash=False)
 
     def __post_init__(self):
         mode = check_mode(self.mode)
@@ -86,6 +144,12 @@ class ClassifierSettings:
         if mode == "sva" and self.window is None and self.refresh_every is not None:
             raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
         self._check_mondrian()
+        check_protect(self.protect)
+
+    @property
+    def protect_params(self) -> dict | None:
+        """The parameters of ``protect`` (``check_protect``): a dict, or None if off."""
+        return check_protect(self.protect)
 
     def _check_mondrian(self) -> None:
         by, min_category, fallback = self.by, self.min_category, self.fallback

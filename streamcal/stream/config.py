@@ -26,10 +26,12 @@ from pathlib import Path
 
 from streamcal.learner.modes import MODES
 from streamcal.learner.settings import (
+    DEFAULT_ALARM_ALPHA,
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
     MONDRIAN_SETTINGS,
     ClassifierSettings,
+    check_protect,
 )
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.models import (
@@ -40,7 +42,14 @@ from streamcal.stream.models import (
     describe_presets,
 )
 
-__all__ = ["ProcessorConfig", "ENV_PREFIX", "SETTINGS"]
+__all__ = [
+    "ProcessorConfig",
+    "ENV_PREFIX",
+    "SETTINGS",
+    "protect_setting",
+    "resolved_scheme",
+    "settings_of",
+]
 
 ENV_PREFIX = "STREAMCAL_"
 
@@ -213,7 +222,7 @@ class ProcessorConfig:
         "model",
     )
     alarm_alpha: float = _opt(
-        0.01,
+        DEFAULT_ALARM_ALPHA,
         "with --protect: the calibration alarm fires when the test martingale reaches "
         "1/alarm_alpha (false-alarm probability at most alarm_alpha, per protector)",
         "model",
@@ -340,16 +349,17 @@ class ProcessorConfig:
         return cfg
 
     def classifier_settings(self) -> ClassifierSettings:
-        """The classifier's settings: those given here, its defaults for the others (None)."""
-        return ClassifierSettings.given(**{k: getattr(self, k) for k in CLASSIFIER_SETTINGS})
+        """The classifier's settings: those given here, its defaults for the others (None);
+        ``protect`` from ``--protect`` and ``--alarm-alpha`` (``protect_setting``)."""
+        return settings_of({k: getattr(self, k) for k in (*CLASSIFIER_SETTINGS, "alarm_alpha")})
 
     def protect_params(self) -> dict | None:
-        """The classifier's ``protect`` argument: the Protector parameters, or None (off).
+        """The classifier's ``protect`` parameters, or None (off).
 
         >>> ProcessorConfig().protect_params(), ProcessorConfig(protect=False).protect_params()
-        ({'alpha': 0.01}, None)
+        ({'alpha': 0.01, 'lookup': False}, None)
         """
-        return {"alpha": self.alarm_alpha} if self.protect else None
+        return protect_setting(self.protect, self.alarm_alpha) or None
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message naming the bad setting."""
@@ -426,8 +436,7 @@ class ProcessorConfig:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
         self.classifier_settings()  # the classifier's own rules and messages
         self._validate_task()
-        if not (math.isfinite(self.alarm_alpha) and 0.0 < self.alarm_alpha < 1.0):
-            raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
+        check_protect(protect_setting(True, self.alarm_alpha))  # also with --no-protect
         if self.compression_type not in _CODECS:
             raise ValueError(
                 f"compression_type must be one of {', '.join(_CODECS)}; "
@@ -514,8 +523,6 @@ class ProcessorConfig:
         >>> ProcessorConfig(task="multiclass", model="gnb").multiclass_scheme()
         'one-vs-rest'
         """
-        from streamcal.stream.unit import resolved_scheme
-
         return resolved_scheme(self.task, self.scheme)
 
     def key_bytes(self) -> bytes | None:
@@ -628,3 +635,42 @@ def _inside(path: Path, directory: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+def resolved_scheme(task, scheme):
+    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
+
+    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
+    ('one-vs-rest', None)
+    """
+    if task != "multiclass":
+        return None
+    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
+
+    return scheme or DEFAULT_SCHEME
+
+
+def protect_setting(protect: bool, alarm_alpha: float) -> dict | bool:
+    """The classifier's ``protect`` for ``--protect`` and ``--alarm-alpha``.
+
+    The processor keeps every pending prediction's p and passes it back with the label,
+    so the classifier need not remember them (``"lookup": False``: no feature key and no
+    table entry per prediction, and no table in the checkpoint).
+
+    >>> protect_setting(True, 0.05), protect_setting(False, 0.05)
+    ({'alpha': 0.05, 'lookup': False}, False)
+    """
+    return {"alpha": alarm_alpha, "lookup": False} if protect else False
+
+
+def settings_of(values: Mapping) -> ClassifierSettings:
+    """The classifier's settings for the processor's ``values`` as given (None: not
+    given), e.g. a checkpoint's fingerprint: ``protect`` is the flag, ``alarm_alpha`` its
+    level; a ``protect`` of None (a state from before protection) means off."""
+    given = {k: values.get(k) for k in CLASSIFIER_SETTINGS}
+    alpha = values.get("alarm_alpha")
+    protect = given["protect"]
+    given["protect"] = None if protect is None else protect_setting(
+        protect, DEFAULT_ALARM_ALPHA if alpha is None else alpha
+    )
+    return ClassifierSettings.given(**given)

@@ -31,8 +31,8 @@ import orjson
 import streamcal
 from streamcal.core.merge import SCALAR_MERGES
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
-from streamcal.learner.settings import ClassifierSettings
 from streamcal.monitoring.tracker import prediction_in_range
+from streamcal.stream.config import resolved_scheme, settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
 from streamcal.stream.models import make_model
@@ -70,30 +70,21 @@ _INPUT_FINGERPRINT = (
     "features_field",
     "label_field",
 )
-# Protection (``--protect``, ``--alarm-alpha``): the protectors' state is in the
-# checkpoint, so it is bound to it too. A state from before protection has them as None:
-# it resumes with either setting (its protectors, if on, start fresh; p is unchanged).
+# Protection (``--protect``, ``--alarm-alpha``: the classifier's ``protect``): the
+# protectors' state is in the checkpoint, so it is bound to it too. A state from before
+# protection has them as None: it resumes with either setting (its protectors, if on,
+# start fresh; p is unchanged).
 _PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
 # The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
 # once its default is filled in (``resolved_scheme``). A state without them (before
 # version 5) is binary.
 _TASK_FINGERPRINT = ("task", "scheme")
 FINGERPRINT = (
-    _INPUT_FINGERPRINT + CLASSIFIER_SETTINGS + _PROTECTION_FINGERPRINT + _TASK_FINGERPRINT
+    _INPUT_FINGERPRINT
+    + tuple(k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT)
+    + _PROTECTION_FINGERPRINT
+    + _TASK_FINGERPRINT
 )
-
-
-def resolved_scheme(task, scheme):
-    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
-
-    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
-    ('one-vs-rest', None)
-    """
-    if task != "multiclass":
-        return None
-    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
-
-    return scheme or DEFAULT_SCHEME
 
 
 class PendingPrediction(NamedTuple):
@@ -139,10 +130,9 @@ class CalibrationUnit:
         self.config = config
         self.unit = unit
         settings = config.classifier_settings()
-        self._protect = config.protect_params()  # None: off
-        self.clf = VennAbersClassifier(
-            make_model(config.model), **settings.as_dict(), protect=self._protect or False
-        )
+        self._protect = settings.protect_params  # None: off
+        # protect has "lookup" off: _join passes every label's p back
+        self.clf = VennAbersClassifier(make_model(config.model), **settings.as_dict())
         self.tracker = _new_tracker(config)
         # event id -> PendingPrediction; event id -> (y, _Rec)
         self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
@@ -193,10 +183,12 @@ class CalibrationUnit:
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send)
         clf_state = state["classifier"]
-        if self._protect is not None and clf_state.get("protection") is None:
-            # A state from before protection (check_fingerprint let it through): the
-            # classifier resumes as it was, with fresh protectors.
-            clf_state = {**clf_state, "protect": self._protect, "protection": None}
+        if self._protect is not None:
+            # The protect in effect (check_fingerprint matched its flags): "lookup" off
+            # also for a state written with it on. A state from before protection has
+            # no protectors: they start fresh.
+            clf_state = {**clf_state, "protect": self.clf.protect,
+                         "protection": clf_state.get("protection")}  # fmt: skip
         self.clf = VennAbersClassifier.from_state(clf_state)
         self.tracker = CalibrationTracker.from_state(state["tracker"])
         self.events_awaiting_label = WaitingRoom.from_state(
@@ -471,12 +463,15 @@ def check_fingerprint(state: dict, config) -> None:
         ("task", task, config.task),
         ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
     ]
+    now = config.classifier_settings()
     try:
-        saved = ClassifierSettings.given(**{k: fingerprint.get(k) for k in CLASSIFIER_SETTINGS})
+        saved = settings_of(fingerprint)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
-    now = config.classifier_settings()
-    pairs += [(k, getattr(saved, k), getattr(now, k)) for k in CLASSIFIER_SETTINGS]
+    names = [k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT]
+    if fingerprint.get("protect") is not None:  # else it predates protection: either
+        names.append("protect")  # the flags matched above: this compares what they imply
+    pairs += [(k, getattr(saved, k), getattr(now, k)) for k in names]
     for k, written, configured in pairs:
         if written != configured:
             raise CheckpointError(

@@ -11,6 +11,7 @@ from river import checks, datasets, linear_model, preprocessing
 
 from streamcal import Protector, VennAbersClassifier
 from streamcal.learner import MODES
+from streamcal.learner.protection import Protection
 
 
 def lr():
@@ -93,6 +94,77 @@ def test_a_label_for_an_unpredicted_object_learns_the_p_it_gets_now():
         clf.learn_one(x, y)
         prot.learn(p, y)
     assert clf.protectors[None] == prot
+
+
+@pytest.mark.parametrize("by", [None, "age_of_domain"])
+def test_without_the_lookup_predictions_remember_nothing(by):
+    """protect={"lookup": False} for a caller that passes every label's p: the same
+    protectors as with the look-up, and no table of given p's in the state."""
+    rng = random.Random(3)
+    on = make(by=by, protect={"burn_in": 0})
+    off = make(by=by, protect={"burn_in": 0, "lookup": False})
+    pending = []
+    for i, (x, y) in enumerate(phishing(600)):
+        x = {**x, "id": float(i)}
+        iv = on.predict_interval_one(x)
+        assert off.predict_interval_one(x) == iv
+        pending.append((x, y, iv.p))
+        while len(pending) > 30 or (pending and rng.random() < 0.4):
+            xo, yo, p = pending.pop(rng.randrange(len(pending)))
+            on.learn_one(xo, yo, p=p)
+            off.learn_one(xo, yo, p=p)
+    assert off.protectors == on.protectors and len(off.protectors) >= 1
+    assert len(on.to_state()["protection"]["given"]) == len(pending) > 0
+    assert off.to_state()["protection"]["given"] == []
+    for again in (VennAbersClassifier.from_state(off.to_state()), pickle.loads(pickle.dumps(off))):
+        assert again.protect == {"burn_in": 0, "lookup": False}
+        again.predict_interval_one(x)
+        assert again.to_state()["protection"]["given"] == []
+    # A state written with the look-up, loaded without it, drops its table.
+    state = {**on.to_state(), "protect": {"burn_in": 0, "lookup": False}}
+    moved = VennAbersClassifier.from_state(state)
+    assert moved.to_state()["protection"]["given"] == [] and moved.protectors == on.protectors
+
+
+def test_without_the_lookup_a_label_without_p_learns_the_p_it_gets_now():
+    clf, prot = make(protect={"burn_in": 0, "lookup": False}), Protector(burn_in=0)
+    for x, y in phishing(200):
+        p = clf.predict_interval_one(x).p  # right after its prediction: the same p now
+        clf.learn_one(x, y)
+        prot.learn(p, y)
+    assert clf.protectors[None] == prot
+
+
+def test_the_largest_log_martingale_over_categories_is_kept_exactly():
+    """Kept as the labels come (O(1) per label), it equals the max over the protectors
+    after every label: through falls of the largest, evictions and a state round trip."""
+    rng = random.Random(5)
+    prot = Protection({"burn_in": 0}, max_categories=4)
+    assert prot.log_martingale == 0.0
+    falls = 0
+    for i in range(3000):
+        c = rng.randrange(7)
+        p = rng.random()
+        y = int(rng.random() < (p if c % 2 else 1 - p))  # odd categories calibrated
+        top = max(prot.protectors.items(), key=lambda kv: kv[1].log_martingale, default=None)
+        before = None if top is None else (top[0], top[1].log_martingale)
+        prot.learn(c, p, y)
+        want = max(q.log_martingale for q in prot.protectors.values())
+        assert prot.log_martingale == want
+        falls += before is not None and before[0] == c and want < before[1]
+        if i % 500 == 499:
+            prot = Protection.from_state(prot.to_state(), max_categories=4)
+    assert falls > 10  # the largest category's own label lowered it, often
+
+
+def test_protectors_is_a_read_only_view():
+    clf = make(by="age_of_domain", protect=True)
+    view = clf.protectors
+    for x, y in phishing(50):
+        clf.learn_one(x, y)
+    assert len(view) > 1 and dict(view) == dict(clf.protectors)  # live: no copy
+    with pytest.raises(TypeError):
+        view["new"] = Protector()
 
 
 def test_each_category_has_its_own_protector():

@@ -9,9 +9,10 @@ import inspect
 import pytest
 from river import linear_model
 
-from streamcal import VennAbersClassifier
+from streamcal import Protector, VennAbersClassifier
 from streamcal.learner.mondrian import MondrianVennAbers
 from streamcal.learner.settings import (
+    DEFAULT_ALARM_ALPHA,
     DEFAULT_MAX_CATEGORIES,
     FIELDS,
     MONDRIAN_SETTINGS,
@@ -31,16 +32,21 @@ def _default(callable_, name):
 def test_the_classifier_signature_has_the_settings_defaults():
     defaults = ClassifierSettings()
     params = inspect.signature(VennAbersClassifier).parameters
-    # protect is the protection's own setting (streamcal.learner.protection), checked there
-    assert [p for p in params if p not in ("model", "protect")] == list(FIELDS)
+    assert [p for p in params if p != "model"] == list(FIELDS)
     for name in FIELDS:
         assert params[name].default == getattr(defaults, name), name
 
 
 def test_the_processor_builds_the_classifier_with_the_settings_defaults():
+    """All but protect, which the processor turns on (--protect), at the protector's
+    default level and without the look-up (it passes each label's p back)."""
     clf = CalibrationUnit(ProcessorConfig.build()).clf
-    assert clf.settings == ClassifierSettings()
-    assert ProcessorConfig.build().classifier_settings() == ClassifierSettings()
+    protect = {"alpha": DEFAULT_ALARM_ALPHA, "lookup": False}
+    assert clf.settings == ClassifierSettings(protect=protect)
+    assert ProcessorConfig.build().classifier_settings() == clf.settings
+    assert ProcessorConfig.build().alarm_alpha == DEFAULT_ALARM_ALPHA == Protector().alpha
+    off = CalibrationUnit(ProcessorConfig.build(protect=False)).clf
+    assert off.settings == ClassifierSettings() and off.protect is False
 
 
 def test_every_max_categories_default_is_the_settings_one():
@@ -64,6 +70,11 @@ BAD = [
     {"by": "g", "min_category": 3},
     {"by": "g", "fallback": "pooled"},
     {"by": "g", "mode": "sva", "min_category": 3, "fallback": "pooled"},
+    {"protect": "yes"},
+    {"protect": {"alpha": 0}},
+    {"protect": {"burn_in": -1}},
+    {"protect": {"lookup": 1}},
+    {"protect": {"beta": 1}},
 ]
 
 
@@ -71,13 +82,41 @@ BAD = [
 def test_learner_and_processor_refuse_with_the_same_message(settings):
     with pytest.raises(ValueError) as learner:
         VennAbersClassifier(linear_model.LogisticRegression(), **settings)
-    with pytest.raises(ValueError) as processor:
-        ProcessorConfig.build(**settings)
     with pytest.raises(ValueError) as alone:
         ClassifierSettings(**settings)
-    assert str(learner.value) == str(processor.value) == str(alone.value)
+    assert str(learner.value) == str(alone.value)
     bad = next(k for k in settings if k != "by")
     assert bad in str(alone.value)  # the message names the setting (the flag)
+    if "protect" in settings:  # the processor's flags are --protect and --alarm-alpha
+        return
+    with pytest.raises(ValueError) as processor:
+        ProcessorConfig.build(**settings)
+    assert str(processor.value) == str(alone.value)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.5, 2.0, float("nan")])
+@pytest.mark.parametrize("protect", [True, False])
+def test_the_processor_refuses_an_alarm_alpha_as_the_protector_does(alpha, protect):
+    with pytest.raises(ValueError) as processor:
+        ProcessorConfig.build(protect=protect, alarm_alpha=alpha)
+    with pytest.raises(ValueError) as learner:
+        VennAbersClassifier(linear_model.LogisticRegression(), protect={"alpha": alpha})
+    assert str(processor.value) == str(learner.value)
+    assert str(learner.value).startswith("protect: alpha must be")
+
+
+def test_protect_is_a_setting_like_the_others():
+    """Compared by value (a dict is equal to an equal dict), hashable although a dict is
+    not, and the classifier built from the settings has them."""
+    a = ClassifierSettings(protect={"alpha": 0.05, "lookup": False})
+    assert a == ClassifierSettings(protect={"lookup": False, "alpha": 0.05})
+    assert a != ClassifierSettings(protect={"alpha": 0.05}) != ClassifierSettings()
+    assert hash(a) == hash(ClassifierSettings())
+    clf = VennAbersClassifier(linear_model.LogisticRegression(), **a.as_dict())
+    assert clf.settings == a and clf.protect == {"alpha": 0.05, "lookup": False}
+    assert a.protect_params == {"alpha": 0.05, "lookup": False}
+    assert ClassifierSettings(protect=True).protect_params == {}
+    assert ClassifierSettings().protect_params is None
 
 
 @pytest.mark.parametrize("name", MONDRIAN_SETTINGS[1:])
@@ -118,7 +157,9 @@ def test_the_fingerprint_compares_the_settings_in_effect():
     assert state["fingerprint"]["window"] is None  # recorded as given
     same = ProcessorConfig.build(window=ClassifierSettings().window, mode="pretrained")
     check_fingerprint(state, same)
-    for other in ({"window": 999}, {"merge": "mean"}, {"by": "g"}, {"model": "gnb"}):
+    others = ({"window": 999}, {"merge": "mean"}, {"by": "g"}, {"model": "gnb"},
+              {"protect": False}, {"alarm_alpha": 0.001})  # fmt: skip
+    for other in others:
         name = next(iter(other))
         with pytest.raises(CheckpointError, match=f"written with {name}="):
             check_fingerprint(state, ProcessorConfig.build(**other))

@@ -109,6 +109,9 @@ def test_protector_learns_the_given_p_with_late_missing_and_out_of_order_labels(
     (ref,) = _replay(items, sent).values()
     prot = unit.clf.protectors[None]
     assert prot == ref  # every label learned with the p given for its event
+    # The unit passes each label's p: the classifier remembers none (no table to save).
+    assert unit.clf.protect == {"alpha": 0.01, "lookup": False}
+    assert unit.to_state()["classifier"]["protection"]["given"] == []
     # The shift is caught after the burn-in (1,000 labels), within a few tens of labels.
     assert prot.alarm and SHIFT - delay <= prot.alarm_at < SHIFT + delay + 150, prot.alarm_at
     snap = unit.snapshot()
@@ -188,6 +191,51 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
     for other in (dict(protect=False), dict(alarm_alpha=0.001)):
         with pytest.raises(CheckpointError, match="checkpoint was written with"):
             CalibrationUnit.from_state(state, config=_config(**other))
+
+
+def test_a_checkpoint_written_with_the_lookup_resumes_without_it_identically():
+    """Units before the look-up could be turned off kept a table of given p's in their
+    checkpoint (state version 4): it resumes without the table, with the same outputs."""
+    from streamcal.learner import VennAbersClassifier
+
+    events, labels = _stream(1400, seed=11)
+    items = _schedule(events, labels, 100, random.Random(12))
+    old, _ = _unit()
+    old.clf = VennAbersClassifier.from_state({**old.clf.to_state(), "protect": {"alpha": 0.01}})
+    _feed(old, items[:1500])
+    state = old.to_state()
+    assert state["classifier"]["protect"] == {"alpha": 0.01}
+    assert len(state["classifier"]["protection"]["given"]) == len(old.events_awaiting_label) > 0
+    again = CalibrationUnit.from_state(state, config=old.config)
+    assert again.clf.protect == {"alpha": 0.01, "lookup": False}
+    assert again.to_state()["classifier"]["protection"]["given"] == []
+    sent_old, sent_again = [], []
+    old.send = lambda t, k, v: sent_old.append(v)
+    again.send = lambda t, k, v: sent_again.append(v)
+    _feed(old, items[1500:])
+    _feed(again, items[1500:])
+    assert sent_old == sent_again and len(sent_old) > 600
+    assert again.clf.protectors == old.clf.protectors and again.snapshot() == old.snapshot()
+
+
+def test_per_category_reports_are_those_of_each_label_s_protector():
+    """With --by a label reports its own category's protector (O(1), however many
+    categories), and the unit's log S is the largest over them."""
+    shops = [f"s{i}" for i in range(40)]
+    events, labels = _stream(1500, seed=13, shops=shops)
+    items = _schedule(events, labels, 30, random.Random(14))
+    unit, _ = _unit(by="shop")
+    _feed(unit, items, by="shop")
+    prots = unit.clf.protectors
+    assert len(prots) == len(shops)
+    rows = {r["category"]: r for r in unit.category_snapshots()}
+    named = [shop for shop in rows if shop in prots]
+    assert len(named) >= 5
+    for shop in named:
+        assert rows[shop]["log_martingale"] == pytest.approx(prots[shop].log_martingale), shop
+    assert unit.snapshot()["log_martingale"] == pytest.approx(
+        max(p.log_martingale for p in prots.values())
+    )
 
 
 def test_model_score_field_calibrates_and_protects_an_upstream_score():
