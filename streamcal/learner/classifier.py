@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
@@ -25,11 +24,12 @@ from streamcal.learner.settings import (
 from streamcal.learner.settings import FIELDS as SETTINGS
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
+from streamcal.learner.wrapper import VennAbersWrapper
 
 __all__ = ["VennAbersClassifier", "MODES"]
 
 
-class VennAbersClassifier(base.Wrapper, base.Classifier):
+class VennAbersClassifier(VennAbersWrapper):
     """Venn-Abers calibration of a river binary classifier, online and prequential.
 
     Each prediction is a pair (p0, p1), one of which is a perfectly calibrated probability
@@ -183,11 +183,7 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         max_categories: int = DEFAULT_MAX_CATEGORIES,
         protect: bool | dict = False,
     ):
-        if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
-            raise TypeError(
-                f"model must be a river binary classifier (or a pipeline ending in one), "
-                f"got {model!r}"
-            )
+        self._check_model(model, "river binary classifier (or a pipeline ending in one)")
         if not hasattr(model, "predict_proba_one"):
             raise TypeError(f"model must have predict_proba_one, got {model!r}")
         settings = ClassifierSettings(
@@ -226,10 +222,6 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         return ClassifierSettings(**{name: getattr(self, name) for name in SETTINGS})
 
     @property
-    def _wrapped_model(self):
-        return self.model
-
-    @property
     def _multiclass(self) -> bool:
         return False
 
@@ -238,11 +230,6 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         from river import linear_model, preprocessing
 
         yield {"model": preprocessing.StandardScaler() | linear_model.LogisticRegression()}
-
-    @property
-    def calibration_size(self) -> int:
-        """Number of labelled pairs in the calibration set right now (all categories')."""
-        return self._state.calibration_size
 
     @property
     def evictions(self) -> int:
@@ -287,14 +274,6 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         if prot.lookup:
             prot.remember(category, x, p)
         return prot.predict(category, p)
-
-    def _category(self, kwargs) -> tuple:
-        """``(category,)`` if the caller gave ``category=``, else ``()``."""
-        if "category" not in kwargs:
-            return ()
-        if self.by is None:
-            raise ValueError("category= is for a Mondrian classifier (by=...)")
-        return (kwargs["category"],)
 
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score.
@@ -358,18 +337,13 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         True
         """
         return {
-            "mode": self.mode,
-            "merge": self.merge,
-            "window": self.window,
-            "refresh_every": self.refresh_every,
-            "by": None if callable(self.by) else self.by,
-            "mondrian": self.by is not None,
+            **self._settings_state(),
             "min_category": self.min_category,
             "fallback": self.fallback,
             "max_categories": self.max_categories,
             "protect": self.protect,
             "protection": None if self._protection is None else self._protection.to_state(),
-            "model": pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL),
+            "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
 
@@ -388,18 +362,11 @@ class VennAbersClassifier(base.Wrapper, base.Classifier):
         >>> copy.predict_interval_one(x) == clf.predict_interval_one(x)
         True
         """
-        if state["mondrian"]:
-            by = state["by"] if by is None else by
-            if by is None:
-                raise ValueError("this classifier was saved with a callable by: pass it as by=")
-        model = pickle.loads(state["model"])
+        settings = cls._settings_from_state(state, by)
+        model = cls._model_from_state(state)
         clf = cls(
             model,
-            mode=state["mode"],
-            merge=state["merge"],
-            window=state["window"],
-            refresh_every=state["refresh_every"],
-            by=by if state["mondrian"] else None,
+            **settings,
             min_category=state["min_category"],
             fallback=state["fallback"],
             max_categories=state["max_categories"],

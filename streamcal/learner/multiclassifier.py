@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import pickle
 from collections.abc import Iterator
 
 from river import base
@@ -18,6 +17,7 @@ from streamcal.learner.settings import (
     DEFAULT_WINDOW,
     ClassifierSettings,
 )
+from streamcal.learner.wrapper import VennAbersWrapper
 
 __all__ = ["DEFAULT_SCHEME", "MulticlassPrediction", "VennAbersMultiClassifier"]
 
@@ -61,7 +61,7 @@ class MulticlassPrediction:
         return dataclasses.asdict(self)
 
 
-class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
+class VennAbersMultiClassifier(VennAbersWrapper):
     """Venn-Abers calibration of a river multiclass classifier, online and prequential.
 
     The usual loop: ``predict_proba_one(x)``, then ``learn_one(x, y)`` when the label
@@ -141,8 +141,7 @@ class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
         by=None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
     ):
-        if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
-            raise TypeError(f"model must be a river classifier, got {model!r}")
+        self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
         settings = ClassifierSettings(
             mode=mode,
@@ -189,10 +188,6 @@ class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
         return MulticlassMondrian(self.model, **mondrian)
 
     @property
-    def _wrapped_model(self):
-        return self.model
-
-    @property
     def _multiclass(self) -> bool:
         return True
 
@@ -201,18 +196,6 @@ class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
         from river import naive_bayes
 
         yield {"model": naive_bayes.GaussianNB(), "window": 50}
-
-    @property
-    def calibration_size(self) -> int:
-        """Number of labelled objects in the calibration set right now (all categories')."""
-        return self._state.calibration_size
-
-    def _category(self, kwargs) -> tuple:
-        if "category" not in kwargs:
-            return ()
-        if self.by is None:
-            raise ValueError("category= is for a Mondrian classifier (by=...)")
-        return (kwargs["category"],)
 
     def _vector(self, s, stores) -> tuple[int, float, float, list[float]]:
         """(predicted index, top-label p0, p1, probability of every class)."""
@@ -288,15 +271,10 @@ class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
         """
         return {
             "scheme": self.scheme,
-            "mode": self.mode,
-            "merge": self.merge,
-            "window": self.window,
-            "refresh_every": self.refresh_every,
-            "by": None if callable(self.by) else self.by,
-            "mondrian": self.by is not None,
+            **self._settings_state(),
             "max_categories": self.max_categories,
             "classes": list(self.classes.labels),
-            "model": pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL),
+            "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
 
@@ -304,18 +282,11 @@ class VennAbersMultiClassifier(base.Wrapper, base.Classifier):
     def from_state(cls, state: dict, *, by=None) -> VennAbersMultiClassifier:
         """The classifier ``to_state`` described (unpickles the model: trusted input only).
         A callable ``by`` is not plain data: pass it again as ``by=``."""
-        if state["mondrian"]:
-            by = state["by"] if by is None else by
-            if by is None:
-                raise ValueError("this classifier was saved with a callable by: pass it as by=")
+        settings = cls._settings_from_state(state, by)
         clf = cls(
-            pickle.loads(state["model"]),
+            cls._model_from_state(state),
             scheme=state["scheme"],
-            mode=state["mode"],
-            merge=state["merge"],
-            window=state["window"],
-            refresh_every=state["refresh_every"],
-            by=by if state["mondrian"] else None,
+            **settings,
             max_categories=state["max_categories"],
         )
         clf.classes = Classes(state["classes"])

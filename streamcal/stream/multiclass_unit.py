@@ -1,8 +1,8 @@
 """A unit of multiclass calibration (``--task multiclass``).
 
 The same joins as ``CalibrationUnit`` (the waiting rooms, duplicates, expiry, dead
-letters, offsets: inherited), with a ``VennAbersMultiClassifier`` and a
-``MulticlassTracker``. What differs:
+letters, offsets, the state's layout: inherited), with a ``VennAbersMultiClassifier``
+and a ``MulticlassTracker`` (the unit's hooks). What differs:
 
 * a label is a class name (``decode_class_label``: a string, or an integer used as its
   decimal string); a label that would be a class beyond ``max_classes`` is a dead letter;
@@ -24,18 +24,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-import streamcal
-from streamcal.stream.messages import Fields, decode_class_label
+from streamcal.stream.messages import decode_class_label
 from streamcal.stream.models import make_model
-from streamcal.stream.pending import RecentIds, WaitingRoom
-from streamcal.stream.unit import (
-    _COUNTS,
-    FINGERPRINT,
-    GLOBAL_UNIT,
-    CalibrationUnit,
-    _Rec,
-    check_fingerprint,
-)
+from streamcal.stream.unit import CalibrationUnit
 
 __all__ = ["MulticlassUnit", "PendingMulticlass"]
 
@@ -59,15 +50,24 @@ class MulticlassUnit(CalibrationUnit):
 
     label_decoder = staticmethod(decode_class_label)
 
-    def __init__(self, config, unit: int | None = GLOBAL_UNIT, send=None):
+    _PROTECTABLE = False  # per class it is not built
+    _PENDING = PendingMulticlass
+
+    @staticmethod
+    def _classifier_class():
         from streamcal.learner import VennAbersMultiClassifier
 
-        self.config = config
-        self.unit = unit
-        settings = config.classifier_settings()
+        return VennAbersMultiClassifier
+
+    @staticmethod
+    def _tracker_class():
+        from streamcal.monitoring.multiclass_tracker import MulticlassTracker
+
+        return MulticlassTracker
+
+    def _new_classifier(self, config, settings):
         self.scheme = config.multiclass_scheme()
-        self._protect = None  # not for multiclass
-        self.clf = VennAbersMultiClassifier(
+        return self._classifier_class()(
             make_model(config.model),
             scheme=self.scheme,
             merge=settings.merge,
@@ -76,77 +76,20 @@ class MulticlassUnit(CalibrationUnit):
             by=settings.by,
             max_categories=settings.max_categories,
         )
-        self.tracker = _new_tracker(config)
-        self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
-        self.labels_awaiting_event = WaitingRoom(config.label_wait, config.label_wait_max)
-        self.recent = RecentIds(config.dedupe_window)
-        self.counts = dict.fromkeys(_COUNTS, 0)
-        self.offsets: dict[tuple[str, int], int] = {}
-        self.clock = float("-inf")
-        self.fingerprint = _fingerprint(config)
-        self.version = streamcal.__version__
-        self.send = send
-        self._fields = Fields.of(config)
-        self._by = config.by
-        self._version = streamcal.__version__
 
-    # ------------------------------------------------------------------ state
-    def to_state(self) -> dict:
-        """The unit as plain data: ``CalibrationUnit``'s keys, with the multiclass
-        classifier's and tracker's states and the pending predictions as tuples."""
-        pending = self.events_awaiting_label.to_state()
-        pending["items"] = [(k, d, tuple(v)) for k, d, v in pending["items"]]
-        waiting = self.labels_awaiting_event.to_state()
-        waiting["items"] = [(k, d, (y, tuple(rec))) for k, d, (y, rec) in waiting["items"]]
-        return {
-            "unit": self.unit,
-            "fingerprint": dict(self.fingerprint),
-            "streamcal_version": self.version,
-            "classifier": self.clf.to_state(),
-            "tracker": self.tracker.to_state(),
-            "pending": pending,
-            "waiting": waiting,
-            "recent": self.recent.to_state(),
-            "counts": dict(self.counts),
-            "offsets": [(t, p, o) for (t, p), o in self.offsets.items()],
-            "clock": self.clock,
-        }
+    @staticmethod
+    def _fingerprint(config) -> dict:
+        fingerprint = CalibrationUnit._fingerprint(config)
+        # No protection here: bound to neither setting (as a state from before protection).
+        fingerprint.update(protect=None, alarm_alpha=None)
+        return fingerprint
 
-    @classmethod
-    def from_state(cls, state: dict, *, config, send=None) -> MulticlassUnit:
-        """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
-        settings than ``config``'s (a binary state included)."""
-        from streamcal.learner import VennAbersMultiClassifier
-        from streamcal.monitoring.multiclass_tracker import MulticlassTracker
-
-        check_fingerprint(state, config)
-        self = cls(config, state["unit"], send=send)
-        self.clf = VennAbersMultiClassifier.from_state(state["classifier"])
-        self.tracker = MulticlassTracker.from_state(state["tracker"])
-        self.events_awaiting_label = WaitingRoom.from_state(
-            state["pending"], value=lambda v: PendingMulticlass(*v)
-        )
-        self.labels_awaiting_event = WaitingRoom.from_state(
-            state["waiting"], value=lambda v: (v[0], _Rec(*v[1]))
-        )
-        self.recent = RecentIds.from_state(state["recent"])
-        self.counts = dict(state["counts"])
-        self.offsets = {(t, p): o for t, p, o in state["offsets"]}
-        self.clock = state["clock"]
-        self.version = state["streamcal_version"]
-        return self
+    def _pending_to_state(self, pending) -> tuple:
+        return tuple(pending)
 
     def class_snapshots(self) -> list[dict]:
         """The per-class lines (``MulticlassTracker.class_snapshots``)."""
         return self.tracker.class_snapshots()
-
-    @staticmethod
-    def empty_snapshot(config) -> dict:
-        """``snapshot()`` of a unit that has seen nothing, without making one (no model)."""
-        values = dict.fromkeys(_COUNTS, 0)
-        values.update(_new_tracker(config).snapshot(reliability=True))
-        values.update(pending=0, waiting_labels=0, calibration_size=0)
-        return values
 
     # ------------------------------------------------------------------ per record
     def on_event(self, rec) -> None:
@@ -235,21 +178,3 @@ class MulticlassUnit(CalibrationUnit):
         self.events_awaiting_label.pop(eid)
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
-
-
-def _fingerprint(config) -> dict:
-    fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
-    # No protection here: bound to neither setting (as a state from before protection).
-    fingerprint.update(protect=None, alarm_alpha=None)
-    return fingerprint
-
-
-def _new_tracker(config):
-    from streamcal.monitoring.multiclass_tracker import MulticlassTracker
-
-    return MulticlassTracker(
-        window=config.tracker_window,
-        bins=config.tracker_bins,
-        top_k=config.top_k,
-        max_categories=config.classifier_settings().max_categories,
-    )

@@ -125,15 +125,12 @@ class CalibrationUnit:
     """
 
     def __init__(self, config, unit: int | None = GLOBAL_UNIT, send=None):
-        from streamcal.learner import VennAbersClassifier
-
         self.config = config
         self.unit = unit
         settings = config.classifier_settings()
-        self._protect = settings.protect_params  # None: off
-        # protect has "lookup" off: _join passes every label's p back
-        self.clf = VennAbersClassifier(make_model(config.model), **settings.as_dict())
-        self.tracker = _new_tracker(config)
+        self._protect = settings.protect_params if self._PROTECTABLE else None  # None: off
+        self.clf = self._new_classifier(config, settings)
+        self.tracker = self._new_tracker(config)
         # event id -> PendingPrediction; event id -> (y, _Rec)
         self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
         self.labels_awaiting_event = WaitingRoom(config.label_wait, config.label_wait_max)
@@ -141,22 +138,60 @@ class CalibrationUnit:
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
-        self.fingerprint = {k: getattr(config, k) for k in FINGERPRINT}
+        self.fingerprint = self._fingerprint(config)
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self._fields = Fields.of(config)
         self._by = config.by
         self._version = streamcal.__version__
 
+    # ------------------------------------------------------------------ what a kind of unit
+    # (binary here, ``MulticlassUnit``) sets: its classifier, tracker, pending predictions
+    # and fingerprint. The joins, the waiting rooms and the state layout are shared.
+
+    # Whether the classifier takes ``protect`` (``--protect``); else the unit has none.
+    _PROTECTABLE = True
+    # What a pending prediction is (``from_state`` rebuilds it from its plain tuple).
+    _PENDING = PendingPrediction
+
+    @staticmethod
+    def _classifier_class():
+        from streamcal.learner import VennAbersClassifier
+
+        return VennAbersClassifier
+
+    @staticmethod
+    def _tracker_class():
+        from streamcal.monitoring.tracker import CalibrationTracker
+
+        return CalibrationTracker
+
+    def _new_classifier(self, config, settings):
+        # protect has "lookup" off: _join passes every label's p back
+        return self._classifier_class()(make_model(config.model), **settings.as_dict())
+
+    @classmethod
+    def _new_tracker(cls, config):
+        return cls._tracker_class()(
+            window=config.tracker_window,
+            bins=config.tracker_bins,
+            top_k=config.top_k,
+            max_categories=config.classifier_settings().max_categories,
+        )
+
+    @staticmethod
+    def _fingerprint(config) -> dict:
+        return {k: getattr(config, k) for k in FINGERPRINT}
+
+    def _pending_to_state(self, pending) -> tuple:
+        return pending.to_state(self._by, self._protect is not None)
+
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict:
         """The unit as plain data (see ``streamcal.stream.state.migrations``)."""
         pending = self.events_awaiting_label.to_state()
-        protect = self._protect is not None
         self._report_protection()
-        pending["items"] = [
-            (k, d, v.to_state(self._by, protect)) for k, d, v in pending["items"]
-        ]
+        pending["items"] = [(k, d, self._pending_to_state(v)) for k, d, v in pending["items"]]
         waiting = self.labels_awaiting_event.to_state()
         waiting["items"] = [(k, d, (y, tuple(rec))) for k, d, (y, rec) in waiting["items"]]
         return {
@@ -176,10 +211,7 @@ class CalibrationUnit:
     @classmethod
     def from_state(cls, state: dict, *, config, send=None) -> CalibrationUnit:
         """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
-        settings (``FINGERPRINT``) than ``config``'s."""
-        from streamcal.learner import VennAbersClassifier
-        from streamcal.monitoring.tracker import CalibrationTracker
-
+        settings (``FINGERPRINT``) than ``config``'s (a state of another task included)."""
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send)
         clf_state = state["classifier"]
@@ -189,10 +221,11 @@ class CalibrationUnit:
             # no protectors: they start fresh.
             clf_state = {**clf_state, "protect": self.clf.protect,
                          "protection": clf_state.get("protection")}  # fmt: skip
-        self.clf = VennAbersClassifier.from_state(clf_state)
-        self.tracker = CalibrationTracker.from_state(state["tracker"])
+        self.clf = self._classifier_class().from_state(clf_state)
+        self.tracker = self._tracker_class().from_state(state["tracker"])
+        pending = cls._PENDING
         self.events_awaiting_label = WaitingRoom.from_state(
-            state["pending"], value=lambda v: PendingPrediction(*v)
+            state["pending"], value=lambda v: pending(*v)
         )
         self.labels_awaiting_event = WaitingRoom.from_state(
             state["waiting"], value=lambda v: (v[0], _Rec(*v[1]))
@@ -224,11 +257,11 @@ class CalibrationUnit:
         """The rows of the per-category metric lines (with ``--by``)."""
         return self.tracker.category_snapshots()
 
-    @staticmethod
-    def empty_snapshot(config) -> dict:
+    @classmethod
+    def empty_snapshot(cls, config) -> dict:
         """``snapshot()`` of a unit that has seen nothing, without making one (no model)."""
         values = dict.fromkeys(_COUNTS, 0)
-        values.update(_new_tracker(config).snapshot(reliability=True))
+        values.update(cls._new_tracker(config).snapshot(reliability=True))
         values.update(pending=0, waiting_labels=0, calibration_size=0)
         return values
 
@@ -408,7 +441,6 @@ class CalibrationUnit:
         self.recent.add(eid, "joined")
         self.counts["labels"] += 1
 
-
     def _report_protection(self) -> None:
         """Give the tracker the unit's protection state (with ``--by`` the largest log S
         and the first alarm over the categories) before it is read. Done here rather than
@@ -432,17 +464,6 @@ class CalibrationUnit:
                 prot.log_martingale, prot.alarm, prot.alarm_at, alpha=self._protect["alpha"],
                 category=category,
             )  # fmt: skip
-
-
-def _new_tracker(config):
-    from streamcal.monitoring.tracker import CalibrationTracker
-
-    return CalibrationTracker(
-        window=config.tracker_window,
-        bins=config.tracker_bins,
-        top_k=config.top_k,
-        max_categories=config.classifier_settings().max_categories,
-    )
 
 
 def check_fingerprint(state: dict, config) -> None:

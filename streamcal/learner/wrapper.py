@@ -1,0 +1,103 @@
+"""What the binary and multiclass Venn-Abers classifiers share, written once.
+
+``VennAbersClassifier`` and ``VennAbersMultiClassifier`` are siblings (their outputs,
+states and speeds differ), but they wrap a river model the same way: the same model
+check, the same ``category=`` keyword, and the same settings at the head of their plain
+data states (``to_state``/``from_state``). ``VennAbersWrapper`` holds that part; each
+class keeps its own ``__init__`` parameters, which river's ``clone`` and
+``check_estimator`` read back as attributes.
+
+A callable ``by`` is not plain data: the state says there was one, and ``from_state``
+needs it again.
+
+>>> from river import linear_model
+>>> from streamcal.learner import VennAbersClassifier
+>>> clf = VennAbersClassifier(linear_model.LogisticRegression(), by=len)
+>>> state = clf._settings_state()
+>>> state["by"], state["mondrian"]
+(None, True)
+>>> VennAbersWrapper._settings_from_state(state, by=None)
+Traceback (most recent call last):
+...
+ValueError: this classifier was saved with a callable by: pass it as by=
+>>> VennAbersWrapper._settings_from_state(state, by=len)["by"]
+<built-in function len>
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from river import base
+
+__all__ = ["VennAbersWrapper"]
+
+
+class VennAbersWrapper(base.Wrapper, base.Classifier):
+    """The part of a Venn-Abers classifier that does not depend on the number of classes.
+
+    A subclass sets ``model``, ``mode``, ``merge``, ``window``, ``refresh_every`` and
+    ``by`` in its ``__init__`` (after ``_check_model``) and ``_state``, its mode object.
+    """
+
+    @staticmethod
+    def _check_model(model, kind: str) -> None:
+        """TypeError unless ``model`` is a river single-label classifier (``kind`` names
+        what is expected in the message)."""
+        if not isinstance(model, base.Classifier) or isinstance(model, base.MultiLabelClassifier):
+            raise TypeError(f"model must be a {kind}, got {model!r}")
+
+    @property
+    def _wrapped_model(self):
+        return self.model
+
+    @property
+    def calibration_size(self) -> int:
+        """Number of labelled objects in the calibration set right now (all categories')."""
+        return self._state.calibration_size
+
+    def _category(self, kwargs) -> tuple:
+        """``(category,)`` if the caller gave ``category=``, else ``()``."""
+        if "category" not in kwargs:
+            return ()
+        if self.by is None:
+            raise ValueError("category= is for a Mondrian classifier (by=...)")
+        return (kwargs["category"],)
+
+    # ------------------------------------------------------------------ state
+    def _settings_state(self) -> dict:
+        """The settings both states begin with. A callable ``by`` is not plain data: it
+        is saved as None, with ``mondrian`` saying there was one."""
+        return {
+            "mode": self.mode,
+            "merge": self.merge,
+            "window": self.window,
+            "refresh_every": self.refresh_every,
+            "by": None if callable(self.by) else self.by,
+            "mondrian": self.by is not None,
+        }
+
+    def _model_state(self) -> bytes:
+        """The river model's own pickle."""
+        return pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def _model_from_state(state: dict):
+        """The river model ``_model_state`` pickled (unpickling: trusted input only)."""
+        return pickle.loads(state["model"])
+
+    @staticmethod
+    def _settings_from_state(state: dict, by) -> dict:
+        """The ``__init__`` keywords of ``_settings_state``'s settings, ``by`` being the
+        one the caller of ``from_state`` passed again (for a callable one)."""
+        if state["mondrian"]:
+            by = state["by"] if by is None else by
+            if by is None:
+                raise ValueError("this classifier was saved with a callable by: pass it as by=")
+        return {
+            "mode": state["mode"],
+            "merge": state["merge"],
+            "window": state["window"],
+            "refresh_every": state["refresh_every"],
+            "by": by if state["mondrian"] else None,
+        }
