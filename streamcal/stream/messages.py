@@ -258,23 +258,28 @@ def _features(feats: dict) -> dict:
 _LABELS = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}
 
 
-def decode_label(value: bytes | None, fields: Fields) -> Label:
-    """Decode a label message or raise ``BadInput``: true/false, 0/1 (also 0.0/1.0), or
-    the strings "0"/"1"/"true"/"false"."""
+def _id_and_label(value: bytes | None, fields: Fields) -> tuple:
+    """The id and the raw label value of a label message (``BadInput`` if either is
+    missing or the message is not a JSON object within the limits)."""
     obj = _load(value, fields.max_bytes)
     eid = _id(obj, fields.id)
     if len(value) > fields.max_string:
         _check_lengths(eid, {}, fields.max_string)
     if fields.label not in obj:
         raise BadInput(f"missing label field {fields.label!r}")
-    y = obj[fields.label]
+    return eid, obj[fields.label]
+
+
+def decode_label(value: bytes | None, fields: Fields) -> Label:
+    """Decode a label message or raise ``BadInput``: true/false, 0/1 (also 0.0/1.0), or
+    the strings "0"/"1"/"true"/"false"."""
+    eid, y = _id_and_label(value, fields)
     if y is True or y is False:
         return _new_record(Label, (eid, y))
     if type(y) in _LABEL_TYPES:
-        y = _LABELS.get(y)  # 1.0 == 1 hashes alike; 0.5, 2 and "yes" are not keys
-        if y is not None:
-            return _new_record(Label, (eid, y))
-        y = obj[fields.label]
+        binary = _LABELS.get(y)  # 1.0 == 1 hashes alike; 0.5, 2 and "yes" are not keys
+        if binary is not None:
+            return _new_record(Label, (eid, binary))
     raise BadInput(f'label is not binary (0/1, true/false or "0"/"1"/"true"/"false"): {_short(y)}')
 
 
@@ -295,13 +300,7 @@ def decode_class_label(value: bytes | None, fields: Fields) -> Label:
     ...
     streamcal.stream.messages.BadInput: label is not a class (a string or an integer): 4.5
     """
-    obj = _load(value, fields.max_bytes)
-    eid = _id(obj, fields.id)
-    if len(value) > fields.max_string:
-        _check_lengths(eid, {}, fields.max_string)
-    if fields.label not in obj:
-        raise BadInput(f"missing label field {fields.label!r}")
-    y = obj[fields.label]
+    eid, y = _id_and_label(value, fields)
     t = type(y)
     if t is str:
         if not y:
