@@ -188,19 +188,7 @@ def split_classes(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
     >>> split_classes([{"labels": 2}, {"labels": 2, "class": "a"}, {"labels": 3, "class": "a"}])
     ([{'labels': 2}], {'a': {'labels': 3, 'class': 'a'}})
     """
-    others, rows = [], {}
-    for line in log:
-        c = line.get(schema.CLASS)
-        if c is None:
-            others.append(line)
-        else:
-            rows[(line.get("unit"), c)] = line
-    if len({unit for unit, _ in rows}) <= 1:
-        return others, {c: line for (_, c), line in rows.items()}
-    return others, {
-        f"{c} @ unit {unit}": {**line, schema.CLASS: f"{c} @ unit {unit}"}
-        for (unit, c), line in rows.items()
-    }
+    return _split_by(log, schema.CLASS)
 
 
 def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
@@ -215,20 +203,26 @@ def split_labelled(log: list[dict]) -> tuple[list[dict], dict[str, dict]]:
     >>> whole, by_category
     ([{'labels': 1}, {'labels': 2}], {'a': {'labels': 2, 'category': 'a'}})
     """
+    return _split_by(log, schema.CATEGORY)
+
+
+def _split_by(log: list[dict], label: str) -> tuple[list[dict], dict[str, dict]]:
+    """(the lines without ``label``, in order; the last line of each value of ``label``,
+    named ``"VALUE @ unit UNIT"`` when lines of several units carry it)."""
     whole, rows = [], {}
     for line in log:
-        c = line.get(schema.CATEGORY)
-        if c is None:
+        value = line.get(label)
+        if value is None:
             whole.append(line)
         else:
-            rows[(line.get("unit"), c)] = line
+            rows[(line.get("unit"), value)] = line
     if len({unit for unit, _ in rows}) <= 1:
-        return whole, {c: line for (_, c), line in rows.items()}
-    by_category = {}
-    for (unit, c), line in rows.items():
-        name = f"{c} @ unit {unit}"
-        by_category[name] = {**line, schema.CATEGORY: name}
-    return whole, by_category
+        return whole, {value: line for (_, value), line in rows.items()}
+    named = {}
+    for (unit, value), line in rows.items():
+        name = f"{value} @ unit {unit}"
+        named[name] = {**line, label: name}
+    return whole, named
 
 
 def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
