@@ -13,8 +13,8 @@ from tests._helpers import CHECKPOINT_KEY, wait_until
 
 __all__ = ["CHECKPOINT_KEY", "T0", "TIMING_KEYS", "base_settings", "json_values",
            "kill_9_twice_then_finish", "metric_lines", "produce", "produce_stream", "read_topic",
-           "same_predictions", "suffixed", "synthetic_stream", "untimed",
-           "wait_for_lines"]  # fmt: skip
+           "same_predictions", "scale_out_topics", "start_tansu", "suffixed", "synthetic_stream",
+           "untimed", "wait_for_lines", "create_topics"]  # fmt: skip
 
 T0 = 1_700_000_000_000  # ms: record timestamps of the synthetic streams start here
 
@@ -111,6 +111,29 @@ def produce_stream(bootstrap: str, topics: dict, events, labels) -> None:
     produce(bootstrap, sorted(records, key=lambda r: r[3]))
 
 
+def create_topics(bootstrap: str, names, partitions: int) -> None:
+    """Create topics with ``partitions`` (tansu auto-creates 4 on any metadata request)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    finally:
+        admin.close()
+
+
+def start_tansu(port: int) -> subprocess.Popen:
+    """A tansu broker of its own on ``port`` (memory storage), for a test that restarts it."""
+    from streamcal.demo.broker import find_tansu
+
+    url = f"tcp://127.0.0.1:{port}"
+    return subprocess.Popen(
+        [find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def base_settings(bootstrap: str, topics: dict, **extra) -> dict:
     """Processor settings for the test topics (sva, no window limit unless given)."""
     settings = dict(
@@ -151,6 +174,14 @@ def metric_lines(path) -> list[dict]:
 def suffixed(topics: dict, suffix: str) -> dict:
     """The names of ``topics`` (and the group) with ``-suffix``: a second set of topics."""
     return {k: f"{v}-{suffix}" for k, v in topics.items()}
+
+
+def scale_out_topics(topics: dict, suffix: str) -> dict:
+    """``suffixed(topics, suffix)`` plus the state topic of its group (``--scope
+    partition``)."""
+    t = suffixed(topics, suffix)
+    t["state"] = f"{t['group']}.state"
+    return t
 
 
 def _while_running(proc, check):

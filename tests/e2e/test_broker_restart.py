@@ -3,7 +3,6 @@ broker no longer knows, is recreated and the undelivered outputs are sent again.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 
 import pytest
@@ -11,20 +10,15 @@ import pytest
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._helpers import wait_until
-from tests._kafka_helpers import base_settings, produce_stream, read_topic, synthetic_stream
+from tests._kafka_helpers import (
+    base_settings,
+    produce_stream,
+    read_topic,
+    start_tansu,
+    synthetic_stream,
+)
 
 pytestmark = pytest.mark.kafka
-
-
-def _tansu(port: int) -> subprocess.Popen:
-    from streamcal.demo.broker import find_tansu
-
-    url = f"tcp://127.0.0.1:{port}"
-    return subprocess.Popen(
-        [find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -37,7 +31,7 @@ def test_producer_is_recreated_after_a_broker_restart(unique_topics):
         pytest.skip(str(exc))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = _tansu(port)
+    broker = start_tansu(port)
     try:
         events, labels = synthetic_stream(90, seed=21)
         wait_until(lambda: _try_produce(bootstrap, unique_topics, events[:8], labels[:8]), 20,
@@ -55,7 +49,7 @@ def test_producer_is_recreated_after_a_broker_restart(unique_topics):
         # The in-memory broker comes back empty: the producer's id is unknown to it.
         broker.terminate()
         broker.wait()
-        broker = _tansu(port)
+        broker = start_tansu(port)
         wait_until(lambda: _try_produce(bootstrap, unique_topics, events[8:], labels[8:]), 20,
                    "the restarted broker", interval=0.1)  # fmt: skip
 

@@ -23,9 +23,11 @@ from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
     base_settings,
+    create_topics,
     produce,
     produce_stream,
     read_topic,
+    scale_out_topics,
     synthetic_stream,
 )
 
@@ -36,15 +38,6 @@ P = 6  # partitions of the events and labels topics
 wait = functools.partial(wait_until, interval=0.1)
 
 
-def create_topics(bootstrap: str, names, partitions: int = P) -> None:
-    """Create topics with ``partitions`` (tansu auto-creates 4 on any metadata request)."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(n, partitions, 1) for n in names])
-    finally:
-        admin.close()
 
 
 def produce_while_stopped(bootstrap: str, procs, records) -> None:
@@ -81,10 +74,6 @@ def produce_at_once(bootstrap: str, records) -> None:
         producer.close()
 
 
-def topics_for(unique_topics: dict, suffix: str) -> dict:
-    t = {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
-    t["state"] = f"{t['group']}.state"
-    return t
 
 
 def settings(bootstrap, topics, **extra) -> dict:
@@ -131,8 +120,8 @@ def predictions(bootstrap, topic, n, timeout: float = 90.0) -> dict:
 
 
 def reference(bootstrap, unique_topics, records, n) -> tuple[dict, dict]:
-    ref = topics_for(unique_topics, "ref")
-    create_topics(bootstrap, [ref["events"], ref["labels"]])
+    ref = scale_out_topics(unique_topics, "ref")
+    create_topics(bootstrap, [ref["events"], ref["labels"]], P)
     produce(bootstrap, records(ref))
     config = ProcessorConfig.build(**settings(bootstrap, ref), checkpoint_key=CHECKPOINT_KEY)
     Processor(config).run(max_idle_s=2.0)
@@ -191,8 +180,8 @@ def test_an_instance_joining_mid_stream_takes_units_over(
         return sorted(out, key=lambda r: r[3])
 
     want, want_states = reference(kafka_broker, unique_topics, records, n)
-    run = topics_for(unique_topics, "join")
-    create_topics(kafka_broker, [run["events"], run["labels"]])
+    run = scale_out_topics(unique_topics, "join")
+    create_topics(kafka_broker, [run["events"], run["labels"]], P)
     produce(kafka_broker, records(run, 0))
     procs = []
     try:
@@ -244,8 +233,8 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
     want, want_states = reference(kafka_broker, unique_topics, records, n)
     assert len(want) == n
 
-    run = topics_for(unique_topics, "run")
-    create_topics(kafka_broker, [run["events"], run["labels"]])
+    run = scale_out_topics(unique_topics, "run")
+    create_topics(kafka_broker, [run["events"], run["labels"]], P)
     produce(kafka_broker, records(run, (first, first_labels)))
     procs, logs, dirs = [], [], []
     try:
@@ -324,7 +313,7 @@ def _error_line(stderr: str) -> str:
 
 
 def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, streamcal_run):
-    t = topics_for(unique_topics, "mismatch")
+    t = scale_out_topics(unique_topics, "mismatch")
     create_topics(kafka_broker, [t["events"]], 3)
     create_topics(kafka_broker, [t["labels"]], 2)
     s = settings(kafka_broker, t, state_topic="none")
@@ -335,7 +324,7 @@ def test_mismatched_partition_counts_are_refused(kafka_broker, unique_topics, st
 
 
 def test_second_global_instance_is_refused(kafka_broker, unique_topics, streamcal_run):
-    t = topics_for(unique_topics, "global")
+    t = scale_out_topics(unique_topics, "global")
     events, labels = synthetic_stream(50, seed=3)
     produce_stream(kafka_broker, t, events, labels)
     first = Processor(ProcessorConfig.build(**base_settings(kafka_broker, t)))
@@ -358,7 +347,7 @@ def test_second_global_instance_is_refused(kafka_broker, unique_topics, streamca
 def test_tampered_state_topic_records_are_refused_before_unpickling(
     kafka_broker, unique_topics, how, streamcal_run
 ):
-    t = topics_for(unique_topics, "tamper" + how[0])
+    t = scale_out_topics(unique_topics, "tamper" + how[0])
     create_topics(kafka_broker, [t["events"], t["labels"]], 2)
     events, labels = synthetic_stream(60, seed=4)
     produce_stream(kafka_broker, t, events, labels)

@@ -35,8 +35,11 @@ from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
     base_settings,
+    create_topics,
     produce,
     read_topic,
+    scale_out_topics,
+    start_tansu,
     synthetic_stream,
 )
 
@@ -67,20 +70,8 @@ def halves(topics: dict, rng: random.Random) -> tuple[list, list]:
     return [r for r in recs if r[3] < cut], [r for r in recs if r[3] >= cut]
 
 
-def create_topics(bootstrap: str, topics: dict) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topics[k], P, 1) for k in ("events", "labels")])
-    finally:
-        admin.close()
 
 
-def topics_for(unique_topics: dict, suffix: str) -> dict:
-    t = {k: f"{v}-{suffix}" for k, v in unique_topics.items()}
-    t["state"] = f"{t['group']}.state"
-    return t
 
 
 def settings(bootstrap: str, topics: dict, scope: str, **extra) -> dict:
@@ -126,8 +117,8 @@ def predictions(bootstrap: str, topic: str, ids: set, timeout: float = 120.0) ->
 
 def replay(bootstrap: str, unique_topics: dict, scope: str) -> dict:
     """The predictions of one uninterrupted run over the complete topics."""
-    ref = topics_for(unique_topics, f"ref-{scope}")
-    create_topics(bootstrap, ref)
+    ref = scale_out_topics(unique_topics, f"ref-{scope}")
+    create_topics(bootstrap, [ref["events"], ref["labels"]], P)
     produce(bootstrap, records(ref))
     Processor(ProcessorConfig.build(**settings(bootstrap, ref, scope),
                                     checkpoint_key=CHECKPOINT_KEY)).run(max_idle_s=2.0)  # fmt: skip
@@ -190,8 +181,8 @@ def test_paused_instance_equals_a_replay(kafka_broker, unique_topics, tmp_path):
     want = replay(kafka_broker, unique_topics, "global")
     for seed in SEEDS:
         rng = random.Random(seed)
-        t = topics_for(unique_topics, f"pause{seed}")
-        create_topics(kafka_broker, t)
+        t = scale_out_topics(unique_topics, f"pause{seed}")
+        create_topics(kafka_broker, [t["events"], t["labels"]], P)
         first, rest = halves(t, rng)
         produce(kafka_broker, first)
         proc = start(kafka_broker, t, tmp_path, f"p{seed}", "global")
@@ -211,15 +202,6 @@ def test_paused_instance_equals_a_replay(kafka_broker, unique_topics, tmp_path):
 
 
 # ---------------------------------------------------------------- a broker restart
-def _tansu(port: int) -> subprocess.Popen:
-    from streamcal.demo.broker import find_tansu
-
-    url = f"tcp://127.0.0.1:{port}"
-    return subprocess.Popen(
-        [find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def _up(bootstrap: str) -> bool:
@@ -244,14 +226,14 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
         pytest.skip(str(exc))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = _tansu(port)
+    broker = start_tansu(port)
     try:
         wait(lambda: _up(bootstrap), 30, "the broker")
         want = replay(bootstrap, unique_topics, "global")
         for seed in SEEDS:
             rng = random.Random(seed)
-            t = topics_for(unique_topics, f"restart{seed}")
-            create_topics(bootstrap, t)
+            t = scale_out_topics(unique_topics, f"restart{seed}")
+            create_topics(bootstrap, [t["events"], t["labels"]], P)
             first, rest = halves(t, rng)
             produce(bootstrap, first)
             proc = start(bootstrap, t, tmp_path, f"r{seed}", "global")
@@ -260,9 +242,9 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
                 proc.send_signal(signal.SIGSTOP)
                 broker.terminate()
                 broker.wait()
-                broker = _tansu(port)
+                broker = start_tansu(port)
                 wait(lambda: _up(bootstrap), 30, "the restarted broker")
-                create_topics(bootstrap, t)
+                create_topics(bootstrap, [t["events"], t["labels"]], P)
                 produce(bootstrap, first)  # the same offsets as before the restart
                 produce(bootstrap, rest)
                 proc.send_signal(signal.SIGCONT)
@@ -293,8 +275,8 @@ def test_survivor_of_a_kill_9_equals_one_uninterrupted_instance(
     want = replay(kafka_broker, unique_topics, "partition")
     for seed in SEEDS:
         rng = random.Random(seed)
-        t = topics_for(unique_topics, f"kill{seed}")
-        create_topics(kafka_broker, t)
+        t = scale_out_topics(unique_topics, f"kill{seed}")
+        create_topics(kafka_broker, [t["events"], t["labels"]], P)
         first, rest = halves(t, rng)
         produce(kafka_broker, first)
         a, b = f"k{seed}a", f"k{seed}b"
@@ -329,8 +311,8 @@ def test_instance_joining_while_input_is_written(kafka_broker, unique_topics, tm
     checked = 0
     for seed in SEEDS:
         rng = random.Random(seed)
-        t = topics_for(unique_topics, f"join{seed}")
-        create_topics(kafka_broker, t)
+        t = scale_out_topics(unique_topics, f"join{seed}")
+        create_topics(kafka_broker, [t["events"], t["labels"]], P)
         recs = records(t)
         chunks = [recs[i : i + 300] for i in range(0, len(recs), 300)]
         a, b = f"j{seed}a", f"j{seed}b"
