@@ -16,6 +16,7 @@ from river import checks, datasets, linear_model, naive_bayes, preprocessing, tr
 from streamcal import VennAbersMultiClassifier
 from streamcal.core import venn_abers_bruteforce
 from streamcal.core.multiclass import pair_score
+from streamcal.learner.multiclassifier import DEFAULT_SCHEME
 
 Z = 3.0
 SCHEMES = ["top-label", "one-vs-rest", "one-vs-one"]
@@ -45,8 +46,17 @@ def blobs(n=1500, k=4, seed=3):
     ]
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("by", [None, "x0_bin"])
+def _estimator_cases():
+    # river's checks take 3-4 s per case: the inner loop checks the default scheme
+    # without by=, the full run every scheme with and without it.
+    for by in (None, "x0_bin"):
+        for scheme in SCHEMES:
+            slow = by is not None or scheme != DEFAULT_SCHEME
+            marks = [pytest.mark.slow] if slow else []
+            yield pytest.param(scheme, by, id=f"{by}-{scheme}", marks=marks)
+
+
+@pytest.mark.parametrize(("scheme", "by"), list(_estimator_cases()))
 def test_check_estimator(scheme, by):
     clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), scheme=scheme, window=50, by=by)
     checks.check_estimator(clf)

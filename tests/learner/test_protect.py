@@ -11,6 +11,7 @@ from river import checks, datasets, linear_model, preprocessing
 
 from streamcal import Protector, VennAbersClassifier
 from streamcal.learner import MODES
+from streamcal.learner.modes import DEFAULT_MODE
 from streamcal.learner.protection import Protection
 
 
@@ -28,12 +29,18 @@ def phishing(n=600):
     return list(datasets.Phishing().take(n))
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(
-    # river's checks take 1-3 s per case: the inner loop checks every mode without by=
-    # (test_mondrian checks by= unprotected), the full run every mode with it too.
-    "by", [None, pytest.param("age_of_domain", marks=pytest.mark.slow)]
-)
+def _estimator_cases():
+    # river's checks take 1-3 s per case: the inner loop checks the default mode without
+    # by= (test_classifier checks every mode unprotected), the full run every mode with
+    # and without by=.
+    for by in (None, "age_of_domain"):
+        for mode in MODES:
+            slow = by is not None or mode != DEFAULT_MODE
+            marks = [pytest.mark.slow] if slow else []
+            yield pytest.param(mode, by, id=f"{by}-{mode}", marks=marks)
+
+
+@pytest.mark.parametrize(("mode", "by"), list(_estimator_cases()))
 def test_check_estimator(mode, by):
     checks.check_estimator(make(mode, by=by, protect=True))
 
