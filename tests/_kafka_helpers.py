@@ -11,10 +11,27 @@ import orjson
 
 from tests._helpers import CHECKPOINT_KEY, wait_until
 
-__all__ = ["CHECKPOINT_KEY", "T0", "TIMING_KEYS", "base_settings", "json_values",
-           "kill_9_twice_then_finish", "metric_lines", "produce", "produce_stream", "read_topic",
-           "same_predictions", "scale_out_topics", "start_tansu", "suffixed", "synthetic_stream",
-           "untimed", "wait_for_lines", "create_topics"]  # fmt: skip
+__all__ = [
+    "CHECKPOINT_KEY",
+    "T0",
+    "TIMING_KEYS",
+    "base_settings",
+    "create_topics",
+    "json_values",
+    "kill_9_twice_then_finish",
+    "metric_lines",
+    "own_broker_port",
+    "produce",
+    "produce_stream",
+    "read_topic",
+    "same_predictions",
+    "scale_out_topics",
+    "start_tansu",
+    "suffixed",
+    "synthetic_stream",
+    "untimed",
+    "wait_for_lines",
+]
 
 T0 = 1_700_000_000_000  # ms: record timestamps of the synthetic streams start here
 
@@ -120,6 +137,20 @@ def create_topics(bootstrap: str, names, partitions: int) -> None:
         admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     finally:
         admin.close()
+
+
+def own_broker_port() -> int:
+    """A free loopback port for a tansu broker of the test's own (``start_tansu``); skips
+    the test where tansu is not installed."""
+    import pytest
+
+    from streamcal.demo.broker import BrokerError, find_tansu, free_port
+
+    try:
+        find_tansu()
+    except BrokerError as exc:
+        pytest.skip(str(exc))
+    return free_port()
 
 
 def start_tansu(port: int) -> subprocess.Popen:

@@ -12,6 +12,7 @@ from streamcal.stream.processor import Processor
 from tests._helpers import wait_until
 from tests._kafka_helpers import (
     base_settings,
+    own_broker_port,
     produce_stream,
     read_topic,
     start_tansu,
@@ -23,13 +24,7 @@ pytestmark = pytest.mark.kafka
 
 @pytest.mark.slow
 def test_producer_is_recreated_after_a_broker_restart(unique_topics):
-    from streamcal.demo.broker import BrokerError, find_tansu, free_port
-
-    try:
-        find_tansu()
-    except BrokerError as exc:
-        pytest.skip(str(exc))
-    port = free_port()
+    port = own_broker_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = start_tansu(port)
     try:

@@ -36,6 +36,7 @@ from tests._kafka_helpers import (
     T0,
     base_settings,
     create_topics,
+    own_broker_port,
     produce,
     read_topic,
     scale_out_topics,
@@ -218,13 +219,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
     """The broker (in memory) is restarted while the instance is stopped, and the whole
     input is written to it again at the same offsets: after the resume the instance reads
     on from its positions and its predictions are still those of the replay."""
-    from streamcal.demo.broker import BrokerError, find_tansu, free_port
-
-    try:
-        find_tansu()
-    except BrokerError as exc:
-        pytest.skip(str(exc))
-    port = free_port()
+    port = own_broker_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = start_tansu(port)
     try:
