@@ -25,8 +25,11 @@ def register(sub) -> None:
             "summary.json. INPUT is a metric log written by `streamcal run`, or a predictions "
             "file joined with labels: JSON lines each with p0, p1, label (0/1) and optionally "
             "score (raw model probability), p (merged probability) and category (a Mondrian "
-            "category: the report then adds a band chart per category). Needs matplotlib "
-            "(pip install 'streamcal-va[report]')."
+            "category: the report then adds a band chart per category); or a multiclass "
+            "predictions file (as `streamcal run --task multiclass` writes them, with the "
+            "true class as y): the report then shows the top label and a band chart per "
+            "class. With --labels, the labels come from a labels file joined by id. Needs "
+            "matplotlib (pip install 'streamcal-va[report]')."
         ),
     )
     p.add_argument(
@@ -37,6 +40,14 @@ def register(sub) -> None:
         "instances of a --scope partition job): totals and per-unit figures",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument(
+        "--labels",
+        metavar="FILE",
+        default=None,
+        help='labels for a predictions file: JSON lines {"id": ..., "label": ...} as on the '
+        "labels topic, joined to the predictions by id (predictions without a label are "
+        "left out)",
+    )
     p.add_argument(
         "--format",
         choices=("auto", "metrics", "predictions"),
@@ -80,6 +91,7 @@ def _main(args) -> int:
             progress=not args.no_progress,
             input_format=args.format,
             top_k=args.top_k,
+            labels=args.labels,
         )
     except FileNotFoundError as exc:
         raise UsageError(f"{exc.filename}: no such file") from None

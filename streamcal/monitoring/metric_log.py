@@ -20,6 +20,11 @@ A metric-log line that carries a label value (``"category": "fr"``) holds the st
 of that category only (the fields the schema breaks down by it); ``split_labelled``
 separates those lines from the whole stream's.
 
+The label may also come from a separate **labels file** (``labels=``), the processor's
+labels topic dumped, joined by ``id`` (``streamcal.monitoring.labels_file``). A
+predictions file of a multiclass run (lines with ``probabilities``, ``prediction_shape``)
+is read by ``streamcal.monitoring.multiclass_predictions``.
+
 ``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
 and returns the metric log it would have produced, so reports have one input shape.
 Everything raises ``ValueError("PATH: line N: ...")`` on bad input.
@@ -34,6 +39,7 @@ from numbers import Real
 import orjson
 
 from streamcal.monitoring import schema
+from streamcal.monitoring.labels_file import binary_label, join_labels, read_labels
 from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = [
@@ -42,6 +48,7 @@ __all__ = [
     "detect_format",
     "iter_json_lines",
     "metric_log_from_predictions",
+    "prediction_shape",
     "read_metric_log",
     "read_predictions",
     "split_labelled",
@@ -119,6 +126,45 @@ def detect_format(path) -> str:
             f"nor a metric-log line (needs labels, log_loss, ...); keys: {sorted(obj)[:8]}"
         )
     raise AssertionError("unreachable: iter_json_lines refuses empty files")
+
+
+def prediction_shape(path) -> str:
+    """``"multiclass"`` if the first line of the predictions file ``path`` is a multiclass
+    prediction (it has ``probabilities``, as ``--task multiclass`` writes), else
+    ``"binary"``; every other line must then have the same shape."""
+    for _, obj in iter_json_lines(path):
+        return "multiclass" if "probabilities" in obj else "binary"
+    raise AssertionError("unreachable: iter_json_lines refuses empty files")
+
+
+def prediction_lines(path, progress: bool, labels, key: str, decode):
+    """The ``(line_number, object)`` of a predictions file, or with a labels file
+    ``labels``, of its predictions that have a label (set as ``key``, read by
+    ``decode``)."""
+    lines = iter_json_lines(path, progress)
+    if labels is None:
+        return lines
+    return join_labels(lines, read_labels(iter_json_lines(labels), decode, labels), key, path)
+
+
+def snapshot_log(fed, count, snapshot, points: int) -> list[dict]:
+    """The snapshots ``snapshot(reliability)`` of a tracker while the iterator ``fed``
+    updates it, one update per item: about ``points`` to ``2 * points`` of them, evenly
+    spaced in ``count()`` (its labels), plus the final one with the reliability bins."""
+    log: list[dict] = []
+    every = 1
+    for _ in fed:
+        if count() % every == 0:
+            log.append(snapshot(False))
+            if len(log) >= 2 * points:
+                log = log[1::2]  # keep multiples of the doubled step
+                every *= 2
+    final = snapshot(True)
+    if log and log[-1]["labels"] == final["labels"]:
+        log[-1] = final
+    else:
+        log.append(final)
+    return log
 
 
 def _check_bins(where: str, key: str, bins) -> None:
@@ -225,14 +271,20 @@ def _split_by(log: list[dict], label: str) -> tuple[list[dict], dict[str, dict]]
     return whole, named
 
 
-def read_predictions(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
+def read_predictions(path, progress: bool = False, labels=None) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, {"p0", "p1", "label", "score", "p", "category"})`` from a
-    predictions file (and ``"p_protected"`` when the file has one).
+    predictions file (and ``"p_protected"`` when the file has one); with a labels file
+    ``labels``, of its predictions that have a label there.
 
     Types are checked here; ranges (all in [0, 1]) by the tracker.
     """
     p = os.fspath(path)
-    for n, obj in iter_json_lines(path, progress):
+    for n, obj in prediction_lines(path, progress, labels, "label", binary_label):
+        if "probabilities" in obj:
+            raise ValueError(
+                f"{p}: line {n}: a multiclass prediction (it has 'probabilities') in a "
+                "predictions file whose first line is binary"
+            )
         for k in PREDICTION_FIELDS:
             if k not in obj or obj[k] is None:
                 raise ValueError(f"{p}: line {n}: missing field {k!r}")
@@ -272,8 +324,10 @@ def metric_log_from_predictions(
     points: int = 1000,
     progress: bool = False,
     top_k: int = 10,
+    labels=None,
 ) -> list[dict]:
-    """The metric log a tracker fed with this predictions file would write.
+    """The metric log a tracker fed with this predictions file (joined with the labels
+    file ``labels``, if given) would write.
 
     About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
     one, which carries the reliability bins; then, if predictions carried a ``category``,
@@ -289,30 +343,25 @@ def metric_log_from_predictions(
     ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
     """
     tracker = CalibrationTracker(window=window, bins=bins, top_k=top_k)
-    log: list[dict] = []
-    every = 1
     p = os.fspath(path)
-    for n, rec in read_predictions(path, progress):
-        try:
-            tracker.update(
-                rec["p0"],
-                rec["p1"],
-                rec["label"],
-                score=rec["score"],
-                p=rec["p"],
-                category=rec["category"],
-                p_protected=rec.get("p_protected"),
-            )
-        except ValueError as exc:
-            raise ValueError(f"{p}: line {n}: {exc}") from None
-        if tracker.labels % every == 0:
-            log.append(tracker.snapshot())
-            if len(log) >= 2 * points:
-                log = log[1::2]  # keep multiples of the doubled step
-                every *= 2
-    final = tracker.snapshot(reliability=True)
-    if log and log[-1]["labels"] == final["labels"]:
-        log[-1] = final
-    else:
-        log.append(final)
+
+    def fed():
+        for n, rec in read_predictions(path, progress, labels):
+            try:
+                tracker.update(
+                    rec["p0"],
+                    rec["p1"],
+                    rec["label"],
+                    score=rec["score"],
+                    p=rec["p"],
+                    category=rec["category"],
+                    p_protected=rec.get("p_protected"),
+                )
+            except ValueError as exc:
+                raise ValueError(f"{p}: line {n}: {exc}") from None
+            yield
+
+    log = snapshot_log(fed(), lambda: tracker.labels, tracker.snapshot, points)
+    if labels is not None and not tracker.labels:
+        raise ValueError(f"{p}: no prediction has a label in {os.fspath(labels)}")
     return log + tracker.category_snapshots()

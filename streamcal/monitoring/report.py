@@ -9,7 +9,8 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
 * ``band.png``: Corollary 1, mean p0 <= frequency of 1 <= mean p1, over time;
 * ``categories.png`` (metric logs with per-category lines, see
   ``CalibrationTracker.category_snapshots``): the same band per category, one row each;
-* ``classes.png`` (metric logs of a multiclass run, ``--task multiclass``): the
+* ``classes.png`` (metric logs or predictions files of a multiclass run, ``--task
+  multiclass``): the
   one-vs-rest band of every class, one row each; the other figures are then of the top
   label ("the predicted class is right"): ``reliability.png`` is the top-label
   reliability diagram and ``band.png`` mean top-label p0 <= accuracy <= mean p1;
@@ -38,10 +39,12 @@ from streamcal.monitoring import schema
 from streamcal.monitoring.metric_log import (
     detect_format,
     metric_log_from_predictions,
+    prediction_shape,
     read_metric_log,
     split_classes,
     split_labelled,
 )
+from streamcal.monitoring.multiclass_predictions import multiclass_log_from_predictions
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
 
@@ -601,6 +604,7 @@ def write_report(
     progress: bool = False,
     input_format: str = "auto",
     top_k: int = 10,
+    labels=None,
 ) -> Path:
     """Write ``report.html`` and its PNG figures into ``out_dir``; return the HTML's path.
 
@@ -608,10 +612,14 @@ def write_report(
     ``streamcal.monitoring.metric_log``; ``input_format`` = ``"auto"``, ``"metrics"`` or
     ``"predictions"``), or a list of metric logs (e.g. one per instance of a ``--scope
     partition`` job): the report is then of all their units pooled, with a table per
-    unit, as for one log with lines of several units. ``window``, ``bins`` and ``top_k``
-    (categories charted one by one) apply to predictions files (a metric log carries its
-    own). Raises ``ValueError`` naming the bad line, and ``MissingDependencyError``
-    without matplotlib.
+    unit, as for one log with lines of several units. A predictions file of a multiclass
+    run (``streamcal.monitoring.multiclass_predictions``) gives the figures and tables of
+    a multiclass metric log. ``labels``: a labels file (the labels topic's messages)
+    joined to the predictions file by id (``streamcal.monitoring.labels_file``).
+    ``window``, ``bins`` and ``top_k`` (categories charted one by one) apply to
+    predictions files (a metric log carries its own). Raises ``ValueError`` naming the
+    bad line, and ``MissingDependencyError`` without matplotlib; on either, nothing is
+    written.
     """
     paths = list(input_path) if isinstance(input_path, list | tuple) else [input_path]
     if len(paths) > 1:  # an instance killed before its first line leaves an empty log
@@ -624,6 +632,8 @@ def write_report(
     units = None
     if len(paths) > 1 and input_format != "metrics":
         raise ValueError("several inputs must all be metric logs (not predictions files)")
+    if labels is not None and input_format != "predictions":
+        raise ValueError("a labels file goes with a predictions file, not a metric log")
     if input_format == "metrics":
         lines = [line for p in paths for line in read_metric_log(p, progress=progress)]
         if not lines:
@@ -643,13 +653,18 @@ def write_report(
             log = lines
             kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
-        log = metric_log_from_predictions(
-            paths[0], window=window, bins=bins, progress=progress, top_k=top_k
-        )
+        multiclass = prediction_shape(paths[0]) == "multiclass"
+        read = multiclass_log_from_predictions if multiclass else metric_log_from_predictions
+        log = read(paths[0], window=window, bins=bins, progress=progress, top_k=top_k,
+                   labels=labels)  # fmt: skip
+        log, by_class = split_classes(log)
         log, by_category = split_labelled(log)
-        by_class = {}
         n = log[-1]["labels"]
-        kind = f"{n} labelled predictions, tracked with window={window}, bins={bins}"
+        kind = (
+            f"{n} labelled {'multiclass ' if multiclass else ''}predictions"
+            + ("" if labels is None else f" (labels from {os.fspath(labels)})")
+            + f", tracked with window={window}, bins={bins}"
+        )
     else:
         raise ValueError(
             f'input_format must be "auto", "metrics" or "predictions", got {input_format!r}'
