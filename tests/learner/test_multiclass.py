@@ -279,3 +279,26 @@ def test_benchmark_quick_run_prints_its_tables():
     quality = [line for line in out.splitlines() if line.startswith("| segments | shuffled")]
     assert len(quality) == len(MODELS) * len(SCHEMES)
     assert all("| yes |" in line for line in quality)  # the top-label band holds
+
+
+@pytest.mark.parametrize(
+    "proba, ok",
+    [
+        ({"a": 0.5, "b": float("nan")}, False),
+        ({"a": float("inf"), "b": 0.5}, False),
+        ({"a": float("inf"), "b": -float("inf")}, False),
+        ({"a": 1e308, "b": 1e308}, True),  # their sum overflows; each is finite
+    ],
+)
+def test_score_vector_refuses_a_probability_that_is_not_finite(proba, ok):
+    from streamcal.learner.multiclass import Classes, score_vector
+
+    class Fixed(naive_bayes.GaussianNB):
+        def predict_proba_one(self, x):
+            return dict(proba)
+
+    if ok:
+        assert score_vector(Fixed(), {"u": 1.0}, Classes()) == tuple(proba.values())
+    else:
+        with pytest.raises(ValueError, match="not finite"):
+            score_vector(Fixed(), {"u": 1.0}, Classes())
