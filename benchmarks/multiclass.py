@@ -127,7 +127,8 @@ def quality(args):
                 print(f"  done {name} {order} {model}", flush=True)
     table(
         f"Prequential quality, {args.events:,} events per stream (ImageSegments: "
-        f"{min(args.events, 2310):,}), default settings (window 1000)",
+        f"{min(args.events, 2310):,}), default settings (window {DEFAULT_WINDOW:,}, refresh "
+        f"every {DEFAULT_REFRESH_WINDOWS * DEFAULT_WINDOW:,} labels)",
         [
             "data",
             "order",
@@ -189,9 +190,12 @@ def cost(args):
         for name, blocks in per_block.items():
             med = float(np.median(blocks))
             rows.append((model, name, f"{med * 1e6:.0f}", f"{med / base:.2f}x"))
+    period = " (one refresh period)"
     table(
         f"Cost per event at K = 7 (ImageSegments, shuffled), after {args.warmup:,} labels, "
-        f"{args.cost_events:,} events timed in blocks of {args.block}; default settings",
+        f"{args.cost_events:,} events timed in blocks of {args.block:,}"
+        f"{period if args.block == DEFAULT_REFRESH_WINDOWS * DEFAULT_WINDOW else ''}; "
+        "default settings",
         ["model", "variant", "µs / event (median block)", "vs bare"],
         rows,
     )
