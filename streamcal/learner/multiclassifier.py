@@ -174,19 +174,19 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.by = by
         self.max_categories = max_categories
         self.classes = Classes()
-        self._refresh_period = refresh_every or DEFAULT_REFRESH_WINDOWS * window
-        self._state = self._new_state()
+        self._state = self._new_state(refresh_every or DEFAULT_REFRESH_WINDOWS * window)
 
-    def _new_state(self, state: dict | None = None):
+    def _new_state(self, period: int, state: dict | None = None):
+        """The mode object, refreshing every ``period`` labels (kept by it: ``refresh_every``)."""
         common = {"scheme": self.scheme, "classes": self.classes}
         if self.by is None:
             if state is not None:
                 return MulticlassPretrained.from_state(state, model=self.model, **common)
-            return MulticlassPretrained(self.model, self.window, self._refresh_period, **common)
+            return MulticlassPretrained(self.model, self.window, period, **common)
         mondrian = {
             "mode": "pretrained",
             "window": self.window,
-            "refresh_every": self._refresh_period,
+            "refresh_every": period,
             "by": self.by,
             "max_categories": self.max_categories,
             **common,
@@ -282,7 +282,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             **self._settings_state(),
             "max_categories": self.max_categories,
             "classes": list(self.classes.labels),
-            "refresh_period": self._refresh_period,
+            "refresh_period": self._state.refresh_every,
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -300,6 +300,6 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         )
         clf.classes = Classes(state["classes"])
         # A state saved before the default became 2 * window has none: it ran with window.
-        clf._refresh_period = state.get("refresh_period", clf.refresh_every or clf.window)
-        clf._state = clf._new_state(state["mode_state"])
+        period = state.get("refresh_period", clf.refresh_every or clf.window)
+        clf._state = clf._new_state(period, state["mode_state"])
         return clf

@@ -184,7 +184,11 @@ def test_a_state_from_before_the_two_window_default_resumes_with_one_window(by):
         assert resumed.predict_interval_one(x) == old.predict_interval_one(x)
         resumed.learn_one(x, y)
         old.learn_one(x, y)
-    assert VennAbersMultiClassifier.from_state(resumed.to_state())._refresh_period == 20
+    assert resumed.to_state()["refresh_period"] == 20
+    assert (
+        VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20).to_state()["refresh_period"]
+        == 40
+    )
 
 
 def test_classes_the_model_knows_before_any_label_are_included():
