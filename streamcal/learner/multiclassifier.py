@@ -22,6 +22,8 @@ from streamcal.learner.wrapper import VennAbersWrapper
 __all__ = ["DEFAULT_SCHEME", "MulticlassPrediction", "VennAbersMultiClassifier"]
 
 DEFAULT_SCHEME = "one-vs-rest"  # a guaranteed (p0, p1) per class, at K stores (see below)
+# refresh_every by default: this many windows (the binary classifier's is one; see below)
+DEFAULT_REFRESH_WINDOWS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +101,15 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         the model learns an object only after it has left the calibration set. ``"sva"``
         and ``"va"`` are refused: "sva" has no guarantee, and "va" would retrain and
         rescore the window once per hypothetical label, K times, for every prediction.
-    merge, window, refresh_every
+    merge, window
         As in ``VennAbersClassifier`` (the merge applies to every pair).
+    refresh_every
+        As in ``VennAbersClassifier``, but by default ``2 * window``, not ``window``: the
+        calibration set is rescored once per ``refresh_every`` labels, and a multiclass
+        model's score (K probabilities) is often its dearest part (GaussianNB: 25 times
+        its ``learn_one``), so the default halves that rescoring. Any count-based
+        schedule keeps the predictor valid; the calibration set then holds ``window``
+        to ``3 * window - 1`` labels.
     by, max_categories
         Mondrian calibration as in ``VennAbersClassifier``: a feature name or a function
         of ``x``; every category has its own stores, the model is shared. The pooled
@@ -121,7 +130,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     ...     bare.learn_one(x, y)
     ...     model.learn_one(x, y)
     >>> round(bare_loss.get(), 2), round(calibrated_loss.get(), 2)
-    (2.98, 0.62)
+    (2.98, 0.65)
 
     ``predict_interval_one`` gives the top-label pair and the per-class pairs:
 
@@ -143,7 +152,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
-        settings = ClassifierSettings(
+        ClassifierSettings(  # checks them
             mode=mode,
             merge=merge,
             window=window,
@@ -165,20 +174,19 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.by = by
         self.max_categories = max_categories
         self.classes = Classes()
-        self._state = self._new_state(settings)
+        self._state = self._new_state(refresh_every or DEFAULT_REFRESH_WINDOWS * window)
 
-    def _new_state(self, settings: ClassifierSettings, state: dict | None = None):
+    def _new_state(self, period: int, state: dict | None = None):
+        """The mode object, refreshing every ``period`` labels (kept by it: ``refresh_every``)."""
         common = {"scheme": self.scheme, "classes": self.classes}
         if self.by is None:
             if state is not None:
                 return MulticlassPretrained.from_state(state, model=self.model, **common)
-            return MulticlassPretrained(
-                self.model, settings.window, settings.refresh_period, **common
-            )
+            return MulticlassPretrained(self.model, self.window, period, **common)
         mondrian = {
             "mode": "pretrained",
-            "window": settings.window,
-            "refresh_every": settings.refresh_period,
+            "window": self.window,
+            "refresh_every": period,
             "by": self.by,
             "max_categories": self.max_categories,
             **common,
@@ -274,6 +282,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             **self._settings_state(),
             "max_categories": self.max_categories,
             "classes": list(self.classes.labels),
+            "refresh_period": self._state.refresh_every,
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -290,6 +299,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             max_categories=state["max_categories"],
         )
         clf.classes = Classes(state["classes"])
-        settings = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every, by=clf.by)
-        clf._state = clf._new_state(settings, state["mode_state"])
+        # A state saved before the default became 2 * window has none: it ran with window.
+        period = state.get("refresh_period", clf.refresh_every or clf.window)
+        clf._state = clf._new_state(period, state["mode_state"])
         return clf

@@ -90,6 +90,10 @@ def test_every_store_equals_the_bruteforce_oracle_on_its_own_pairs(scheme, data)
             i, j = key
             t = test[j] / (test[i] + test[j]) if test[i] + test[j] > 0 else 0.5
         assert store.query(t) == venn_abers_bruteforce(scores, labels, t)
+    if scheme is OneVsRest:  # its own walk over the stores, in class order
+        assert online.intervals(test) == [
+            venn_abers_bruteforce(*expected[c], test[c]) for c in range(k)
+        ]
 
 
 def softmax_data(n, k, seed):
@@ -144,5 +148,11 @@ def test_bad_inputs_are_refused():
         top.add([0.2, 0.3, 0.5], 3)
     with pytest.raises(ValueError, match="4 scores for 3 classes"):
         top.add([0.2, 0.3, 0.4, 0.1], 0)
+    ovr = OneVsRest.from_arrays([[0.2, 0.8]], [1], n_classes=2)
+    for bad in (lambda: ovr.add([0.5, 0.5], 2), lambda: ovr.remove([0.2, 0.8, 0.0], 1)):
+        with pytest.raises(ValueError):
+            bad()
+    with pytest.raises(ValueError, match="not in the store"):
+        ovr.remove([0.2, 0.7], 1)
     with pytest.raises(ValueError, match="scheme must be one of"):
         scheme_class("all-pairs")

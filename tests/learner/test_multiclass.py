@@ -150,6 +150,47 @@ def test_state_and_pickle_round_trips_continue_identically(by):
         clf.learn_one(x, y)
 
 
+def test_refresh_every_defaults_to_two_windows():
+    data = blobs(400)
+    default = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=30)
+    explicit = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=30, refresh_every=60)
+    one_window = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=30, refresh_every=30)
+    differ = 0
+    for x, y in data:
+        pred = default.predict_interval_one(x)
+        assert pred == explicit.predict_interval_one(x)
+        differ += pred != one_window.predict_interval_one(x)
+        for clf in (default, explicit, one_window):
+            clf.learn_one(x, y)
+    assert differ > 0
+
+
+@pytest.mark.parametrize("by", [None, "x2_bin"])
+def test_a_state_from_before_the_two_window_default_resumes_with_one_window(by):
+    """A state without ``refresh_period`` was saved when the default was ``window``: it
+    must go on exactly as with ``refresh_every=window``, Mondrian categories included."""
+    data = blobs(500)
+    for x, _ in data:
+        x["x2_bin"] = x["x2"] > 0
+    old = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20, refresh_every=20, by=by)
+    for x, y in data[:250]:
+        old.learn_one(x, y)
+    state = old.to_state()
+    state["refresh_every"] = None  # as saved then: the default, not given
+    del state["refresh_period"]
+    resumed = VennAbersMultiClassifier.from_state(state)
+    assert resumed.refresh_every is None
+    for x, y in data[250:]:
+        assert resumed.predict_interval_one(x) == old.predict_interval_one(x)
+        resumed.learn_one(x, y)
+        old.learn_one(x, y)
+    assert resumed.to_state()["refresh_period"] == 20
+    assert (
+        VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20).to_state()["refresh_period"]
+        == 40
+    )
+
+
 def test_classes_the_model_knows_before_any_label_are_included():
     model = naive_bayes.GaussianNB()
     for i in range(30):
@@ -242,3 +283,26 @@ def test_benchmark_quick_run_prints_its_tables():
     quality = [line for line in out.splitlines() if line.startswith("| segments | shuffled")]
     assert len(quality) == len(MODELS) * len(SCHEMES)
     assert all("| yes |" in line for line in quality)  # the top-label band holds
+
+
+@pytest.mark.parametrize(
+    "proba, ok",
+    [
+        ({"a": 0.5, "b": float("nan")}, False),
+        ({"a": float("inf"), "b": 0.5}, False),
+        ({"a": float("inf"), "b": -float("inf")}, False),
+        ({"a": 1e308, "b": 1e308}, True),  # their sum overflows; each is finite
+    ],
+)
+def test_score_vector_refuses_a_probability_that_is_not_finite(proba, ok):
+    from streamcal.learner.multiclass import Classes, score_vector
+
+    class Fixed(naive_bayes.GaussianNB):
+        def predict_proba_one(self, x):
+            return dict(proba)
+
+    if ok:
+        assert score_vector(Fixed(), {"u": 1.0}, Classes()) == tuple(proba.values())
+    else:
+        with pytest.raises(ValueError, match="not finite"):
+            score_vector(Fixed(), {"u": 1.0}, Classes())

@@ -48,7 +48,10 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    binary one's, with ``VennAbersMultiClassifier.to_state()`` as its classifier,
    ``MulticlassTracker.to_state()`` as its tracker and ``PendingMulticlass`` tuples as
    its pending predictions (``streamcal.stream.multiclass_unit``). An upgraded state is
-   binary: ``task`` "binary", ``scheme`` None.
+   binary: ``task`` "binary", ``scheme`` None. The classifier's ``refresh_period`` (the
+   refresh schedule in use) is absent from a state written before the multiclass default
+   became ``2 * window``: that state resumes with the ``window`` it ran with (no new
+   version: the key is optional).
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
