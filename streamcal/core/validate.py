@@ -44,8 +44,10 @@ def check_label(label) -> int:
     ...
     ValueError: label must be 0/1 or False/True, got 2
     """
-    if label is True or label is False:  # fast path: the common case, without isinstance
+    if label is True or label is False:  # fast paths: the common cases, without isinstance
         return int(label)
+    if type(label) is int and (label == 0 or label == 1):
+        return label
     if isinstance(label, (bool, np.bool_)):
         return int(label)
     if isinstance(label, Integral) and label in (0, 1):

@@ -156,9 +156,16 @@ class MondrianVennAbers(OrdersFeatures):
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
         self._order = FeatureOrder()  # for categories without a state yet
 
+    # The sum of the categories' calibration sizes, kept as labels come (read for every
+    # prediction: a sum over the categories would make each one O(categories)); None:
+    # to recompute (also for objects pickled before it existed).
+    _size: int | None = None
+
     @property
     def calibration_size(self) -> int:
-        return sum(st.calibration_size for st in self.categories.values())
+        if self._size is None:
+            self._size = sum(st.calibration_size for st in self.categories.values())
+        return self._size
 
     def _new_state(self):
         if self.mode == "pretrained":
@@ -195,17 +202,24 @@ class MondrianVennAbers(OrdersFeatures):
         else:
             self.categories.move_to_end(c)
         self.n_seen += 1
+        before = st.calibration_size
         if self.mode != "pretrained":
             st.learn(x, y)
             self._n_model_learns += 1
+            self._resized(st, before)
             return
         st.positions.append(self.n_seen)
         st.learn(x, y)
+        self._resized(st, before)
         if self.pooled is not None:
             self.pooled.add(st.calibration[-1][2], y)
         due = self.refresh_every * len(self.categories)
         if self.waiting and len(self.waiting) >= min(due, max(1, self.n_learned)):
             self._learn_waiting()
+
+    def _resized(self, st, before: int) -> None:
+        if self._size is not None:
+            self._size += st.calibration_size - before
 
     def _leave(self, position: int, item) -> None:
         """A calibration object leaves its category ("pretrained"): the model will learn it."""
@@ -225,6 +239,7 @@ class MondrianVennAbers(OrdersFeatures):
             self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += len(self.waiting)
         self.waiting = []
+        self._size = None  # every category was cut: recomputed when read
         scores, labels = [], []
         for st in self.categories.values():
             st.rescore()
@@ -238,6 +253,8 @@ class MondrianVennAbers(OrdersFeatures):
     def _evict(self) -> None:
         _, st = self.categories.popitem(last=False)
         self.evictions += 1
+        if self._size is not None:
+            self._size -= st.calibration_size
         if self.mode == "pretrained":  # never learned by the model: it may learn them now
             for position, item in zip(st.positions, st.calibration, strict=True):
                 self._leave(position, item)

@@ -140,10 +140,13 @@ class Protection:
         self.n += 1
         if self.alarm_at is None and prot.alarm:
             self.alarm_at = self.n
-        log_s, top = prot.log_martingale, self._max
-        if top is not None and (log_s >= top[0] or top[1] == category):
-            # the new largest, or the largest fell: then another category's may be larger
-            self._max = (log_s, category) if log_s >= top[0] else None
+        top = self._max
+        if top is not None:
+            log_s = prot.log_martingale
+            if log_s >= top[0]:  # the new largest
+                self._max = (log_s, category)
+            elif top[1] == category:  # the largest fell: another category's may be larger
+                self._max = None
 
     def to_state(self) -> dict:
         """Plain data: the protectors (least recently labelled first) and the given p's."""

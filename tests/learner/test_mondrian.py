@@ -295,3 +295,29 @@ def test_unhashable_category_is_a_clear_error():
     clf = VennAbersClassifier(FixedScorer(), by=lambda x: [x["a"]])
     with pytest.raises(TypeError, match="hashable"):
         clf.learn_one({"a": 1.0, "b": 0.0}, 1)
+
+
+@given(
+    st.lists(st.tuples(obj, st.integers(0, 1)), max_size=60),
+    st.sampled_from(MODES),
+    st.integers(1, 3),
+)
+@common
+def test_calibration_size_is_the_sum_over_categories_after_every_label(
+    stream, mode, max_categories
+):
+    """The running total equals the sum over the categories, through evictions, refreshes
+    and a pickle round trip."""
+    window = None if mode == "sva" else 3
+    clf = VennAbersClassifier(
+        lr_ab(), mode=mode, by="g", window=window, max_categories=max_categories,
+        **({"refresh_every": 2} if mode == "pretrained" else {}),
+    )  # fmt: skip
+    for i, (x, y) in enumerate(stream):
+        clf.learn_one(x, y)
+        if i % 7 == 3:
+            clf = pickle.loads(pickle.dumps(clf))
+        state = clf._state
+        assert state.calibration_size == sum(
+            s.calibration_size for s in state.categories.values()
+        )
