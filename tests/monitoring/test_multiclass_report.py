@@ -75,7 +75,7 @@ def _report(tmp_path, name, *args):
     return out, json.loads((out / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("by", [None, "shop"])
+@pytest.mark.parametrize("by", [None, pytest.param("shop", marks=pytest.mark.slow)])
 def test_predictions_file_gives_the_report_of_the_metric_log(tmp_path, by):
     predictions, labels = _run(tmp_path, by=by)
     assert predictions[0]["label"] is None  # before any class: not tracked
