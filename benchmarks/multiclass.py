@@ -35,10 +35,10 @@ from river.datasets import synth
 
 from streamcal import VennAbersMultiClassifier
 from streamcal.core.multiclass import OneVsOne, OneVsRest
-from streamcal.learner.multiclassifier import DEFAULT_REFRESH_WINDOWS
-from streamcal.learner.settings import DEFAULT_WINDOW
+from streamcal.learner.settings import DEFAULT_WINDOW, REFRESH_WINDOWS
 
 SCHEMES = ("top-label", "one-vs-rest", "one-vs-one")
+PERIOD = REFRESH_WINDOWS["multiclass"] * DEFAULT_WINDOW  # the default refresh period
 Z = 3.0
 
 
@@ -128,7 +128,7 @@ def quality(args):
     table(
         f"Prequential quality, {args.events:,} events per stream (ImageSegments: "
         f"{min(args.events, 2310):,}), default settings (window {DEFAULT_WINDOW:,}, refresh "
-        f"every {DEFAULT_REFRESH_WINDOWS * DEFAULT_WINDOW:,} labels)",
+        f"every {PERIOD:,} labels)",
         [
             "data",
             "order",
@@ -194,7 +194,7 @@ def cost(args):
     table(
         f"Cost per event at K = 7 (ImageSegments, shuffled), after {args.warmup:,} labels, "
         f"{args.cost_events:,} events timed in blocks of {args.block:,}"
-        f"{period if args.block == DEFAULT_REFRESH_WINDOWS * DEFAULT_WINDOW else ''}; "
+        f"{period if args.block == PERIOD else ''}; "
         "default settings",
         ["model", "variant", "µs / event (median block)", "vs bare"],
         rows,
@@ -254,7 +254,7 @@ def main(argv=None):
     # past the warm-up's doublings (the model catches up at 1024, 2048 labels, ...)
     ap.add_argument("--warmup", type=int, default=4000)
     ap.add_argument("--cost-events", type=int, default=12000)
-    ap.add_argument("--block", type=int, default=DEFAULT_REFRESH_WINDOWS * DEFAULT_WINDOW)
+    ap.add_argument("--block", type=int, default=PERIOD)
     ap.add_argument("--prefix", type=int, default=400)
     ap.add_argument("--only", choices=PARTS, action="append", help="run only these tables")
     args = ap.parse_args(argv)

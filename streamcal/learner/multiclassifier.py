@@ -22,8 +22,6 @@ from streamcal.learner.wrapper import VennAbersWrapper
 __all__ = ["DEFAULT_SCHEME", "MulticlassPrediction", "VennAbersMultiClassifier"]
 
 DEFAULT_SCHEME = "one-vs-rest"  # a guaranteed (p0, p1) per class, at K stores (see below)
-# refresh_every by default: this many windows (the binary classifier's is one; see below)
-DEFAULT_REFRESH_WINDOWS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +150,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
-        ClassifierSettings(  # checks them
+        settings = ClassifierSettings(
             mode=mode,
             merge=merge,
             window=window,
@@ -174,7 +172,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.by = by
         self.max_categories = max_categories
         self.classes = Classes()
-        self._state = self._new_state(refresh_every or DEFAULT_REFRESH_WINDOWS * window)
+        self._state = self._new_state(settings.refresh_period_for("multiclass"))
 
     def _new_state(self, period: int, state: dict | None = None):
         """The mode object, refreshing every ``period`` labels (kept by it: ``refresh_every``)."""

@@ -47,12 +47,18 @@ __all__ = [
     "DEFAULT_MAX_CATEGORIES",
     "DEFAULT_MERGE",
     "DEFAULT_WINDOW",
+    "REFRESH_WINDOWS",
     "FIELDS",
     "MONDRIAN_SETTINGS",
     "check_protect",
 ]
 
 DEFAULT_WINDOW = 1000  # calibration pairs: enough for the isotonic fit, fast to forget
+# The pretrained mode's refresh period by default, in windows, by task. A multiclass
+# model's score (K probabilities) is often its dearest part (GaussianNB: 25 times its
+# learn_one), so the multiclass classifier rescores half as often. Any schedule fixed by
+# counts keeps the pretrained predictor valid (see ``streamcal.learner.pretrained``).
+REFRESH_WINDOWS = {"binary": 1, "multiclass": 2}
 DEFAULT_MERGE = "log"  # minimax for log loss, the loss the metrics lead with
 DEFAULT_MAX_CATEGORIES = 1000  # bounds the memory of Mondrian calibration and its metrics
 # The protector's level, as the processor's --alarm-alpha shows it
@@ -182,10 +188,21 @@ class ClassifierSettings:
 
     @property
     def refresh_period(self) -> int | None:
-        """Labels between two refreshes: ``refresh_every``, for ``"pretrained"`` by default
-        ``window`` (a whole new calibration set between two model updates)."""
+        """Labels between two refreshes of the binary classifier: ``refresh_every``, for
+        ``"pretrained"`` by default ``window`` (a whole new calibration set between two
+        model updates)."""
+        return self.refresh_period_for("binary")
+
+    def refresh_period_for(self, task: str) -> int | None:
+        """Labels between two refreshes for ``task`` ("binary" or "multiclass"):
+        ``refresh_every``, for ``"pretrained"`` by default ``REFRESH_WINDOWS[task]``
+        windows.
+
+        >>> ClassifierSettings(window=100).refresh_period_for("multiclass")
+        200
+        """
         if self.mode == "pretrained" and self.refresh_every is None:
-            return self.window
+            return REFRESH_WINDOWS[task] * self.window
         return self.refresh_every
 
     def as_dict(self) -> dict:

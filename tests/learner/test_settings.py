@@ -146,7 +146,13 @@ def test_settings_are_frozen():
 )
 def test_refresh_period(mode, refresh_every, period):
     settings = ClassifierSettings(mode=mode, window=50, refresh_every=refresh_every)
-    assert settings.refresh_period == period
+    assert settings.refresh_period == period == settings.refresh_period_for("binary")
+
+
+@pytest.mark.parametrize("refresh_every, period", [(None, 100), (7, 7)])
+def test_multiclass_refresh_period_is_two_windows_by_default(refresh_every, period):
+    settings = ClassifierSettings(window=50, refresh_every=refresh_every)
+    assert settings.refresh_period_for("multiclass") == period
 
 
 def test_the_fingerprint_compares_the_settings_in_effect():
