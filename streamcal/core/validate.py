@@ -1,4 +1,6 @@
-"""Input checks shared by the core: one place decides what a score and a label are."""
+"""Input checks shared by the core: one place decides what a score and a label are, and
+what a label as a message carries it (a JSON value) means: the stream processor's decoders
+and the report's labels files read labels with the same rules."""
 
 from __future__ import annotations
 
@@ -94,3 +96,68 @@ def check_test_scores(scores) -> np.ndarray:
     if bad.any():
         raise ValueError(f"score must be a finite real number, got {s[bad].flat[0]!r}")
     return s
+
+
+def short_repr(v, limit: int = 80) -> str:
+    """A repr of ``v`` of at most ~``limit`` characters, safe for any JSON value (no repr
+    of a container: a deeply nested one would recurse once per level).
+
+    >>> short_repr(2.5), short_repr([1, [2]]), short_repr("x" * 100)[-16:]
+    ('2.5', 'an array of 2 items', '(102 characters)')
+    """
+    if type(v) is dict:
+        return f"an object of {len(v)} keys"
+    if type(v) is list:
+        return f"an array of {len(v)} items"
+    text = repr(v)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+# Binary labels as producers write them: numbers from CSV or pandas (1.0), strings ("1").
+# 1.0 == 1 == True hash alike, so floats and booleans find their key; 0.5, 2 and "yes" do not.
+_BINARY = {0: 0, 1: 1, "0": 0, "1": 1, "false": 0, "true": 1}
+_BINARY_TYPES = frozenset((bool, int, float, str))
+
+
+def binary_label(value) -> int:
+    """0 or 1 from a binary label in a message (a JSON value): true/false, 0/1 (also
+    0.0/1.0), or the strings "0"/"1"/"true"/"false"; ``ValueError`` otherwise.
+
+    >>> binary_label(True), binary_label("0"), binary_label(1.0)
+    (1, 0, 1)
+    >>> binary_label(2)
+    Traceback (most recent call last):
+    ...
+    ValueError: label is not binary (0/1, true/false or "0"/"1"/"true"/"false"): 2
+    """
+    if type(value) in _BINARY_TYPES:
+        y = _BINARY.get(value)
+        if y is not None:
+            return y
+    raise ValueError(
+        f'label is not binary (0/1, true/false or "0"/"1"/"true"/"false"): {short_repr(value)}'
+    )
+
+
+def class_label(value) -> str:
+    """A class from a multiclass label in a message (a JSON value): a non-empty string, or
+    an integer as its decimal string (``4`` and ``"4"`` are one class, as ids are, and
+    every class is a JSON object key in the predictions); ``ValueError`` for anything
+    else: a boolean, a float, null, an array or an object names no class without a guess
+    (``true`` could be ``1`` or ``"true"``, ``4.0`` could be ``4``).
+
+    >>> class_label(4), class_label("refund")
+    ('4', 'refund')
+    >>> class_label(4.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: label is not a class (a string or an integer): 4.0
+    """
+    t = type(value)
+    if t is str:
+        if not value:
+            raise ValueError("empty label (a class name must not be empty)")
+        return value
+    if t is int:
+        return str(value)
+    raise ValueError(f"label is not a class (a string or an integer): {short_repr(value)}")

@@ -38,8 +38,9 @@ from numbers import Real
 
 import orjson
 
+from streamcal.core.validate import binary_label
 from streamcal.monitoring import schema
-from streamcal.monitoring.labels_file import binary_label, join_labels, read_labels
+from streamcal.monitoring.labels_file import join_labels, read_labels
 from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = [

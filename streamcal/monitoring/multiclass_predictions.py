@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterator
 from numbers import Real
 
-from streamcal.monitoring.labels_file import class_label
+from streamcal.core.validate import class_label
 from streamcal.monitoring.metric_log import prediction_lines, snapshot_log
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 

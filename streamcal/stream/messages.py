@@ -35,6 +35,9 @@ from typing import NamedTuple
 
 import orjson
 
+from streamcal.core.validate import binary_label, class_label
+from streamcal.core.validate import short_repr as _short
+
 __all__ = [
     "BadInput",
     "CategorizedEvent",
@@ -118,17 +121,6 @@ class Rejected:
 
     def __repr__(self) -> str:
         return f"Rejected({self.reason!r})"
-
-
-def _short(v, limit: int = 80) -> str:
-    """A repr of ``v`` of at most ~``limit`` characters, safe for any JSON value (no repr
-    of a container: a deeply nested one would recurse once per level)."""
-    if type(v) is dict:
-        return f"an object of {len(v)} keys"
-    if type(v) is list:
-        return f"an array of {len(v)} items"
-    text = repr(v)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _load(value, limit: int) -> dict:
@@ -254,10 +246,6 @@ def _features(feats: dict) -> dict:
     return x
 
 
-# Labels as other producers write them: numbers from CSV or pandas (1.0), strings ("1").
-_LABELS = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}
-
-
 def _id_and_label(value: bytes | None, fields: Fields) -> tuple:
     """The id and the raw label value of a label message (``BadInput`` if either is
     missing or the message is not a JSON object within the limits)."""
@@ -274,16 +262,13 @@ def decode_label(value: bytes | None, fields: Fields) -> Label:
     """Decode a label message or raise ``BadInput``: true/false, 0/1 (also 0.0/1.0), or
     the strings "0"/"1"/"true"/"false"."""
     eid, y = _id_and_label(value, fields)
-    if y is True or y is False:
+    if y is True or y is False:  # the common case, without a call
         return _new_record(Label, (eid, y))
-    if type(y) in _LABEL_TYPES:
-        binary = _LABELS.get(y)  # 1.0 == 1 hashes alike; 0.5, 2 and "yes" are not keys
-        if binary is not None:
-            return _new_record(Label, (eid, binary))
-    raise BadInput(f'label is not binary (0/1, true/false or "0"/"1"/"true"/"false"): {_short(y)}')
-
-
-_LABEL_TYPES = frozenset((int, float, str))
+    try:
+        binary = binary_label(y) == 1
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return _new_record(Label, (eid, binary))
 
 
 def decode_class_label(value: bytes | None, fields: Fields) -> Label:
@@ -301,13 +286,10 @@ def decode_class_label(value: bytes | None, fields: Fields) -> Label:
     streamcal.stream.messages.BadInput: label is not a class (a string or an integer): 4.5
     """
     eid, y = _id_and_label(value, fields)
-    t = type(y)
-    if t is str:
-        if not y:
-            raise BadInput("empty label (a class name must not be empty)")
-        if len(y) > fields.max_string:
-            raise BadInput(f"label longer than max_string_length={fields.max_string}: {_short(y)}")
-        return _new_record(Label, (eid, y))
-    if t is int:
-        return _new_record(Label, (eid, str(y)))
-    raise BadInput(f"label is not a class (a string or an integer): {_short(y)}")
+    if type(y) is str and len(y) > fields.max_string:
+        raise BadInput(f"label longer than max_string_length={fields.max_string}: {_short(y)}")
+    try:
+        cls = class_label(y)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return _new_record(Label, (eid, cls))
