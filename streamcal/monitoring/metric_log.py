@@ -61,8 +61,17 @@ _BIN_KEYS = ("lo", "hi", "count", "mean_pred", "frequency")
 _PROGRESS_BYTES = 4 << 20
 
 
-def _is_number(v) -> bool:
+def is_number(v) -> bool:
+    """Whether a JSON value is a number (not a boolean)."""
     return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def check_category(category):
+    """``category`` if it can be a Mondrian category of a predictions file (null, a string
+    or an integer), else ``ValueError``."""
+    if category is not None and (isinstance(category, bool) or not isinstance(category, str | int)):
+        raise ValueError(f"field 'category' must be a string or an integer, got {category!r}")
+    return category
 
 
 def iter_json_lines(path, progress: bool = False) -> Iterator[tuple[int, dict]]:
@@ -148,6 +157,19 @@ def prediction_lines(path, progress: bool, labels, key: str, decode):
     return join_labels(lines, read_labels(iter_json_lines(labels), decode, labels), key, path)
 
 
+def fed(records, update, path) -> Iterator[None]:
+    """``update(record)`` for each ``(line_number, record)`` of the predictions file
+    ``path``, yielding after each (for ``snapshot_log``); a ``ValueError`` names the file
+    and the line."""
+    p = os.fspath(path)
+    for n, rec in records:
+        try:
+            update(rec)
+        except ValueError as exc:
+            raise ValueError(f"{p}: line {n}: {exc}") from None
+        yield
+
+
 def snapshot_log(fed, count, snapshot, points: int) -> list[dict]:
     """The snapshots ``snapshot(reliability)`` of a tracker while the iterator ``fed``
     updates it, one update per item: about ``points`` to ``2 * points`` of them, evenly
@@ -180,7 +202,7 @@ def _check_bins(where: str, key: str, bins) -> None:
             if k not in b:
                 raise ValueError(f"{where}: {key}[{i}] is missing field {k!r}")
             v = b[k]
-            if not (_is_number(v) or (v is None and k in ("mean_pred", "frequency"))):
+            if not (is_number(v) or (v is None and k in ("mean_pred", "frequency"))):
                 raise ValueError(f"{where}: {key}[{i}].{k} must be a number, got {v!r}")
 
 
@@ -201,7 +223,7 @@ def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
             _check_bins(where, f.key, v)
         elif v is None or not f.numeric:
             continue
-        elif not _is_number(v):
+        elif not is_number(v):
             raise ValueError(f"{where}: field {f.key!r} must be a number or null, got {v!r}")
         elif f.kind == schema.COUNTER and (not isinstance(v, int) or v < 0):
             raise ValueError(f"{where}: field {f.key!r} must be a count, got {v!r}")
@@ -291,15 +313,12 @@ def read_predictions(path, progress: bool = False, labels=None) -> Iterator[tupl
                 raise ValueError(f"{p}: line {n}: missing field {k!r}")
         for k in ("p0", "p1", "score", "p", "p_protected"):
             v = obj.get(k)
-            if v is not None and not _is_number(v):
+            if v is not None and not is_number(v):
                 raise ValueError(f"{p}: line {n}: field {k!r} must be a number, got {v!r}")
-        category = obj.get("category")
-        if category is not None and (
-            isinstance(category, bool) or not isinstance(category, str | int)
-        ):
-            raise ValueError(
-                f"{p}: line {n}: field 'category' must be a string or an integer, got {category!r}"
-            )
+        try:
+            category = check_category(obj.get("category"))
+        except ValueError as exc:
+            raise ValueError(f"{p}: line {n}: {exc}") from None
         label = obj["label"]
         if label not in (0, 1) or isinstance(label, float):
             raise ValueError(
@@ -344,25 +363,20 @@ def metric_log_from_predictions(
     ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
     """
     tracker = CalibrationTracker(window=window, bins=bins, top_k=top_k)
-    p = os.fspath(path)
 
-    def fed():
-        for n, rec in read_predictions(path, progress, labels):
-            try:
-                tracker.update(
-                    rec["p0"],
-                    rec["p1"],
-                    rec["label"],
-                    score=rec["score"],
-                    p=rec["p"],
-                    category=rec["category"],
-                    p_protected=rec.get("p_protected"),
-                )
-            except ValueError as exc:
-                raise ValueError(f"{p}: line {n}: {exc}") from None
-            yield
+    def update(rec):
+        tracker.update(
+            rec["p0"],
+            rec["p1"],
+            rec["label"],
+            score=rec["score"],
+            p=rec["p"],
+            category=rec["category"],
+            p_protected=rec.get("p_protected"),
+        )
 
-    log = snapshot_log(fed(), lambda: tracker.labels, tracker.snapshot, points)
+    records = read_predictions(path, progress, labels)
+    log = snapshot_log(fed(records, update, path), lambda: tracker.labels, tracker.snapshot, points)
     if labels is not None and not tracker.labels:
-        raise ValueError(f"{p}: no prediction has a label in {os.fspath(labels)}")
+        raise ValueError(f"{os.fspath(path)}: no prediction has a label in {os.fspath(labels)}")
     return log + tracker.category_snapshots()

@@ -26,19 +26,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from numbers import Real
 
 from streamcal.core.validate import class_label
-from streamcal.monitoring.metric_log import prediction_lines, snapshot_log
+from streamcal.monitoring.metric_log import (
+    check_category,
+    fed,
+    is_number,
+    prediction_lines,
+    snapshot_log,
+)
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 
 __all__ = ["TRUE_CLASS", "multiclass_log_from_predictions", "read_multiclass_predictions"]
 
 TRUE_CLASS = "y"
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool)
 
 
 def _vector(obj: dict, key: str, required: bool = False):
@@ -49,7 +50,7 @@ def _vector(obj: dict, key: str, required: bool = False):
                 f"missing field {key!r} (a multiclass prediction has it, as line 1 is one)"
             )
         return None
-    if not isinstance(v, dict) or not all(_is_number(q) for q in v.values()):
+    if not isinstance(v, dict) or not all(is_number(q) for q in v.values()):
         raise ValueError(f"field {key!r} must be an object of class: probability, got {v!r}")
     return v
 
@@ -59,7 +60,7 @@ def _intervals(obj: dict):
     if v is None:
         return None
     if not isinstance(v, dict) or not all(
-        isinstance(pair, list) and len(pair) == 2 and all(_is_number(q) for q in pair)
+        isinstance(pair, list) and len(pair) == 2 and all(is_number(q) for q in pair)
         for pair in v.values()
     ):
         raise ValueError(f"field 'intervals' must be an object of class: [p0, p1], got {v!r}")
@@ -69,10 +70,10 @@ def _intervals(obj: dict):
 def _record(obj: dict) -> dict:
     probabilities = _vector(obj, "probabilities", required=True)
     for k in ("p0", "p1"):
-        if not _is_number(obj.get(k)):
+        if not is_number(obj.get(k)):
             raise ValueError(f"field {k!r} must be a number, got {obj.get(k)!r}")
     p = obj.get("p")
-    if p is not None and not _is_number(p):
+    if p is not None and not is_number(p):
         raise ValueError(f"field 'p' must be a number, got {p!r}")
     if TRUE_CLASS not in obj:
         raise ValueError(f"missing field {TRUE_CLASS!r} (the true class)")
@@ -86,9 +87,7 @@ def _record(obj: dict) -> dict:
             label = class_label(label)
         except ValueError as exc:
             raise ValueError(f"field 'label' (the predicted class): {exc}") from None
-    category = obj.get("category")
-    if category is not None and (isinstance(category, bool) or not isinstance(category, str | int)):
-        raise ValueError(f"field 'category' must be a string or an integer, got {category!r}")
+    category = check_category(obj.get("category"))
     return {
         "label": label,
         "p0": obj["p0"],
@@ -143,22 +142,20 @@ def multiclass_log_from_predictions(
     tracker = MulticlassTracker(window=window, bins=bins, top_k=top_k)
     p = os.fspath(path)
 
-    def fed():
-        for n, rec in read_multiclass_predictions(path, progress, labels):
-            if rec["label"] is None:  # no class known yet: nothing was predicted
-                continue
-            try:
-                tracker.update(
-                    rec["label"], rec["p0"], rec["p1"], rec["p"], rec["probabilities"],
-                    rec["y"], scores=rec["scores"], intervals=rec["intervals"],
-                    category=rec["category"],
-                )  # fmt: skip
-            except ValueError as exc:
-                raise ValueError(f"{p}: line {n}: {exc}") from None
-            yield
+    def update(rec):
+        tracker.update(
+            rec["label"], rec["p0"], rec["p1"], rec["p"], rec["probabilities"], rec["y"],
+            scores=rec["scores"], intervals=rec["intervals"], category=rec["category"],
+        )  # fmt: skip
 
+    # No class known yet (a null predicted class): nothing was predicted, as in the processor.
+    records = (
+        (n, rec)
+        for n, rec in read_multiclass_predictions(path, progress, labels)
+        if rec["label"] is not None
+    )
     top = tracker.top
-    log = snapshot_log(fed(), lambda: top.labels, tracker.snapshot, points)
+    log = snapshot_log(fed(records, update, path), lambda: top.labels, tracker.snapshot, points)
     if not top.labels:
         if labels is None:
             raise ValueError(f"{p}: nothing to track: every 'label' (predicted class) is null")
