@@ -238,23 +238,11 @@ class OneVsRest(_Scheme):
     def _pairs(self, s, y):
         return ((k, s[k], int(k == y)) for k in range(self.n_classes))
 
-    # add, remove and intervals walk the stores in key order (the dict's order: built and
-    # replaced in that order) instead of looking each up: they run K times per event.
-    def add(self, scores, label) -> None:
-        y = _check_class(label, self.n_classes)
-        s = _padded(scores, self.n_classes)
-        for k, (store, score) in enumerate(zip(self.stores.values(), s, strict=True)):
-            store.add(score, 1 if k == y else 0)
-
-    def remove(self, scores, label) -> None:
-        y = _check_class(label, self.n_classes)
-        s = _padded(scores, self.n_classes)
-        for k, (store, score) in enumerate(zip(self.stores.values(), s, strict=True)):
-            store.remove(score, 1 if k == y else 0)
-
     def intervals(self, scores) -> list[tuple[float, float]]:
         """(p0, p1) of "the label is k" for each class k."""
         s = _padded(scores, self.n_classes)
+        # The stores in key order (the dict's: built and replaced in it), without a lookup
+        # each: this runs for every prediction.
         return [store.query(score) for store, score in zip(self.stores.values(), s, strict=True)]
 
     def proba(self, scores, merge: str = "log") -> list[float]:

@@ -270,8 +270,7 @@ class VennAbersClassifier(VennAbersWrapper):
         return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
 
     def _protected(self, x: dict, kwargs, p: float) -> float:
-        prot = self._protection
-        category = None if self.by is None else self._protect_category(x, kwargs)
+        prot, category = self._protection, self._protect_category(x, kwargs)
         if prot.lookup:
             prot.remember(category, x, p)
         return prot.predict(category, p)
@@ -306,28 +305,24 @@ class VennAbersClassifier(VennAbersWrapper):
         stream processor keeps it); without ``protect`` it is not used."""
         y = check_label(y)
         prot = self._protection
-        if prot is None:
-            if kwargs:
-                self._state.learn(x, y, *self._category(kwargs))
-            else:
-                self._state.learn(x, y)
-            return
-        base = kwargs.pop("p", None)  # kwargs is this call's own dict
-        category = None if self.by is None else self._protect_category(x, kwargs)
-        if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
-            base = check_probability(base)
-        if prot.lookup:
-            remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
-            if base is None:
-                base = remembered
-        if base is None:  # not given nor remembered: the p x gets now, before its label
-            _, p0, p1 = self._state.predict(x, *self._category(kwargs))
-            base = SCALAR_MERGES[self.merge](p0, p1)
+        if prot is not None:
+            base = kwargs.pop("p", None)  # kwargs is this call's own dict
+            category = self._protect_category(x, kwargs)
+            if base is not None:
+                base = check_probability(base)
+            if prot.lookup:
+                remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
+                if base is None:
+                    base = remembered
+            if base is None:  # not given nor remembered: the p x gets now, before its label
+                _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+                base = SCALAR_MERGES[self.merge](p0, p1)
         if kwargs:
             self._state.learn(x, y, *self._category(kwargs))
         else:
             self._state.learn(x, y)
-        prot.learn(category, base, y)  # after the model's learn: a model error changes nothing
+        if prot is not None:  # after the model's learn: a model error leaves all unchanged
+            prot.learn(category, base, y)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the river model's own pickle, and the

@@ -297,7 +297,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             max_categories=state["max_categories"],
         )
         clf.classes = Classes(state["classes"])
-        # A state saved before the default became 2 * window has none: it ran with window.
-        period = state.get("refresh_period", clf.refresh_every or clf.window)
+        # A state saved before the multiclass default became its own has none: it ran
+        # with the binary default.
+        before = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every)
+        period = state.get("refresh_period", before.refresh_period)
         clf._state = clf._new_state(period, state["mode_state"])
         return clf
