@@ -71,8 +71,22 @@ def halves(topics: dict, rng: random.Random) -> tuple[list, list]:
     return [r for r in recs if r[3] < cut], [r for r in recs if r[3] >= cut]
 
 
+def seeded_topics(bootstrap: str, unique_topics: dict, tag: str, seed: int) -> tuple:
+    """(rng, topics) of one run of a scenario: its random source and its own topics of P
+    partitions, created."""
+    rng = random.Random(seed)
+    topics = scale_out_topics(unique_topics, f"{tag}{seed}")
+    create_topics(bootstrap, [topics["events"], topics["labels"]], P)
+    return rng, topics
 
 
+def first_half_written(bootstrap: str, unique_topics: dict, tag: str, seed: int) -> tuple:
+    """(rng, topics, first, rest) of one run: the input cut in two (``halves``) and its
+    first half written to the run's own topics."""
+    rng, topics = seeded_topics(bootstrap, unique_topics, tag, seed)
+    first, rest = halves(topics, rng)
+    produce(bootstrap, first)
+    return rng, topics, first, rest
 
 
 def settings(bootstrap: str, topics: dict, scope: str, **extra) -> dict:
@@ -181,11 +195,7 @@ def last_metrics(tmp_path, name: str) -> dict:
 def test_paused_instance_equals_a_replay(kafka_broker, unique_topics, tmp_path):
     want = replay(kafka_broker, unique_topics, "global")
     for seed in SEEDS:
-        rng = random.Random(seed)
-        t = scale_out_topics(unique_topics, f"pause{seed}")
-        create_topics(kafka_broker, [t["events"], t["labels"]], P)
-        first, rest = halves(t, rng)
-        produce(kafka_broker, first)
+        rng, t, first, rest = first_half_written(kafka_broker, unique_topics, "pause", seed)
         proc = start(kafka_broker, t, tmp_path, f"p{seed}", "global")
         try:
             pause_point(tmp_path, f"p{seed}", first, t, rng)
@@ -226,11 +236,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
         wait(lambda: _up(bootstrap), 30, "the broker")
         want = replay(bootstrap, unique_topics, "global")
         for seed in SEEDS:
-            rng = random.Random(seed)
-            t = scale_out_topics(unique_topics, f"restart{seed}")
-            create_topics(bootstrap, [t["events"], t["labels"]], P)
-            first, rest = halves(t, rng)
-            produce(bootstrap, first)
+            rng, t, first, rest = first_half_written(bootstrap, unique_topics, "restart", seed)
             proc = start(bootstrap, t, tmp_path, f"r{seed}", "global")
             try:
                 pause_point(tmp_path, f"r{seed}", first, t, rng)
@@ -269,11 +275,7 @@ def test_survivor_of_a_kill_9_equals_one_uninterrupted_instance(
 ):
     want = replay(kafka_broker, unique_topics, "partition")
     for seed in SEEDS:
-        rng = random.Random(seed)
-        t = scale_out_topics(unique_topics, f"kill{seed}")
-        create_topics(kafka_broker, [t["events"], t["labels"]], P)
-        first, rest = halves(t, rng)
-        produce(kafka_broker, first)
+        rng, t, first, rest = first_half_written(kafka_broker, unique_topics, "kill", seed)
         a, b = f"k{seed}a", f"k{seed}b"
         procs = [start(kafka_broker, t, tmp_path, name, "partition") for name in (a, b)]
         try:
@@ -305,9 +307,7 @@ def test_instance_joining_while_input_is_written(kafka_broker, unique_topics, tm
     want = replay(kafka_broker, unique_topics, "partition")
     checked = 0
     for seed in SEEDS:
-        rng = random.Random(seed)
-        t = scale_out_topics(unique_topics, f"join{seed}")
-        create_topics(kafka_broker, [t["events"], t["labels"]], P)
+        rng, t = seeded_topics(kafka_broker, unique_topics, "join", seed)
         recs = records(t)
         chunks = [recs[i : i + 300] for i in range(0, len(recs), 300)]
         a, b = f"j{seed}a", f"j{seed}b"
