@@ -134,12 +134,11 @@ class Protector:
     >>> prot = Protector(burn_in=0)
     >>> round(prot.predict(0.2), 12)  # nothing learned: p itself, to rounding
     0.2
-    >>> for i in range(300):
-    ...     prot.learn(0.2, rng.random() < 0.7)
+    >>> path = [prot.learn(0.2, rng.random() < 0.7) for i in range(300)]  # ln S after each
     >>> round(prot.predict(0.2), 2), prot.alarm, prot.alarm_at  # the grid's best is 0.58
     (0.57, True, 33)
-    >>> prot.log_martingale > math.log(1 / prot.alpha)
-    True
+    >>> path[32] >= math.log(1 / prot.alpha) > path[31], path[-1] == prot.log_martingale
+    (True, True)
 
     The state is plain data:
 
@@ -227,17 +226,28 @@ class Protector:
         """True once the test martingale has reached ``1 / alpha`` after the burn-in (sticky)."""
         return bool(self._k[_K.ALARM_AT] >= 0)
 
+    # predict and learn call the checks only for what is not plainly valid (a float in
+    # [0, 1], an int 0 or 1: what the classifier passes for every event), because in the
+    # processor's loop the two calls cost more than the compiled arithmetic.
+
     def predict(self, p) -> float:
         """The protected probability of label 1 for base forecast ``p``; no side effects."""
-        return self._predict(self._k, check_probability(p))
+        if type(p) is not float or not 0.0 <= p <= 1.0:
+            p = check_probability(p)
+        return self._predict(self._k, p)
 
-    def learn(self, p, y) -> None:
-        """Learn label ``y`` of an object whose base forecast was ``p``.
+    def learn(self, p, y) -> float:
+        """Learn label ``y`` of an object whose base forecast was ``p``; return ln S after it
+        (``log_martingale``, given back because a caller watching the alarm reads it after
+        every label).
 
         Invalid ``p`` or ``y`` raise ``ValueError`` before anything changes.
         """
-        p = check_probability(p)
-        self._learn(self._k, p, check_label(y))  # y an int: one compiled version of learn
+        if type(p) is not float or not 0.0 <= p <= 1.0:
+            p = check_probability(p)
+        if type(y) is not int or not (y == 0 or y == 1):
+            y = check_label(y)  # bools become ints: one compiled version of learn
+        return self._learn(self._k, p, y)
 
     def run(self, ps, ys) -> tuple[np.ndarray, np.ndarray]:
         """Predict then learn each (p, y) in order; return (protected p's, log S after each).

@@ -264,13 +264,12 @@ class VennAbersClassifier(VennAbersWrapper):
         return MappingProxyType(self._protection.protectors)
 
     def _protect_category(self, x: dict, kwargs):
-        """x's category for the protection (None without ``by``)."""
-        if self.by is None:
-            return None
+        """x's category for the protection, with ``by`` (callers skip the call without)."""
         return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
 
     def _protected(self, x: dict, kwargs, p: float) -> float:
-        prot, category = self._protection, self._protect_category(x, kwargs)
+        prot = self._protection
+        category = None if self.by is None else self._protect_category(x, kwargs)
         if prot.lookup:
             prot.remember(category, x, p)
         return prot.predict(category, p)
@@ -307,7 +306,7 @@ class VennAbersClassifier(VennAbersWrapper):
         prot = self._protection
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
-            category = self._protect_category(x, kwargs)
+            category = None if self.by is None else self._protect_category(x, kwargs)
             if base is not None:
                 base = check_probability(base)
             if prot.lookup:

@@ -136,13 +136,13 @@ class Protection:
             prot = self.protectors[category] = Protector(**self.params)
         elif self.max_categories is not None:  # least recently labelled first: evicted first
             self.protectors.move_to_end(category)
-        prot.learn(p, y)
+        log_s = prot.learn(p, y)
         self.n += 1
-        if self.alarm_at is None and prot.alarm:
+        # The alarm fires only as ln S reaches ln(1 / alpha) > 0: below 0 it cannot have.
+        if log_s > 0.0 and self.alarm_at is None and prot.alarm:
             self.alarm_at = self.n
         top = self._max
         if top is not None:
-            log_s = prot.log_martingale
             if log_s >= top[0]:  # the new largest
                 self._max = (log_s, category)
             elif top[1] == category:  # the largest fell: another category's may be larger

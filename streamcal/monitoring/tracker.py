@@ -311,15 +311,14 @@ class CalibrationTracker:
             raw_log, raw_square = _log_loss(y, score), (y - score) * (y - score)
             self.raw_labels += 1
             self._raw_rel.update(score, y)
-        terms = (log, square, width, raw_log, raw_square)
-        if p_protected is not None:
-            # Only then: without protection the window keeps the terms it always kept.
-            q = float(p_protected)
-            prot = (_log_loss(y, q), (y - q) * (y - q))
-            terms += prot
-            self.protected_labels += 1
+        if p_protected is None:  # the window keeps the terms it kept before protection
+            terms = (log, square, width, raw_log, raw_square)
+            prot_log = prot_square = None
         else:
-            prot = (None, None)
+            q = float(p_protected)
+            prot_log, prot_square = _log_loss(y, q), (y - q) * (y - q)
+            terms = (log, square, width, raw_log, raw_square, prot_log, prot_square)
+            self.protected_labels += 1
         self.labels = n = self.labels + 1
         self.ones += y
         self._all.update(*terms)
@@ -335,7 +334,7 @@ class CalibrationTracker:
         if category is not None:
             self._categories.update(
                 category, p0, p1, y, p=p, log=log, square=square,
-                prot_log=prot[0], prot_square=prot[1],
+                prot_log=prot_log, prot_square=prot_square,
             )  # fmt: skip
 
     def update_protection(

@@ -79,8 +79,9 @@ def test_protected_loss_is_base_loss_minus_log_s_and_at_most_ln2_above(pairs):
     for p, y in pairs:
         protected += loss(prot.predict(p), y)
         base += loss(clip(p), y)
-        prot.learn(p, y)
-        assert protected == pytest.approx(base - prot.log_martingale, rel=1e-9, abs=1e-9)
+        log_s = prot.learn(p, y)
+        assert log_s == prot.log_martingale  # learn returns ln S after the label
+        assert protected == pytest.approx(base - log_s, rel=1e-9, abs=1e-9)
         assert protected <= base + math.log(2) + 1e-9
 
 
@@ -220,11 +221,24 @@ def test_bad_label_changes_nothing(y):
 
 
 def test_labels_may_be_bool_int_or_numpy():
-    a, b, c = Protector(), Protector(), Protector()
+    a, b, c, d = Protector(), Protector(), Protector(), Protector()
     a.learn(0.3, True)
     b.learn(0.3, 1)
     c.learn(np.float64(0.3), np.int64(1))
-    assert a == b == c
+    d.learn(np.float32(0.25), np.bool_(True))
+    assert a == b == c != d
+    d2 = Protector()
+    d2.learn(0.25, 1)
+    assert d == d2
+
+
+def test_probabilities_may_be_any_real_number_in_0_1():
+    # Plain floats skip the check's call; ints and numpy scalars go through it, to the same.
+    prot = Protector(burn_in=0)
+    prot.learn(0.3, 1)
+    assert prot.predict(1) == prot.predict(1.0)
+    assert prot.predict(np.float64(0.4)) == prot.predict(0.4)
+    assert prot.predict(np.float32(0.5)) == prot.predict(float(np.float32(0.5)))
 
 
 def test_batch_equals_online_and_bad_batches_change_nothing():
@@ -274,6 +288,7 @@ def test_same_answers_without_numba():
         rng = np.random.default_rng(8)
         prot = Protector(burn_in=50)
         out, path = prot.run(rng.random(300), rng.random(300) < 0.3)
+        assert prot.learn(0.4, 1) == prot.log_martingale
         print(json.dumps([out.tolist(), path.tolist(), prot.to_state()]))
         """
     )
@@ -285,6 +300,7 @@ def test_same_answers_without_numba():
     rng = np.random.default_rng(8)
     prot = Protector(burn_in=50)
     want_out, want_path = prot.run(rng.random(300), rng.random(300) < 0.3)
+    prot.learn(0.4, 1)
     np.testing.assert_allclose(out, want_out, rtol=1e-12)
     np.testing.assert_allclose(path, want_path, rtol=1e-9, atol=1e-12)
     assert state["alarm_at"] == prot.alarm_at and state["n"] == prot.n

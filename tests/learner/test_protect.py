@@ -206,6 +206,7 @@ def test_the_alarm_fires_after_a_shift_and_stays():
         if i < 1250:
             assert not clf.alarm
     assert clf.alarm and 1250 < clf.alarm_at < 1400 and clf.log_martingale > 5
+    assert clf.alarm_at == clf.protectors[None].alarm_at  # the label it fired at, exactly
 
 
 @pytest.mark.parametrize("mode", MODES)
