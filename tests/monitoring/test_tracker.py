@@ -302,3 +302,17 @@ def test_state_in_the_earlier_layout_of_river_means_resumes_exactly():
     for tracker in (t, resumed):
         feed(tracker, p0[150:], p1[150:], y[150:], score[150:], has[150:])
     assert resumed.snapshot(reliability=True) == t.snapshot(reliability=True)
+
+
+def test_a_state_shares_nothing_with_the_tracker_or_its_copies():
+    t = CalibrationTracker(window=4, bins=2)
+    for i in range(6):
+        t.update(0.1 * i, 0.1 * i + 0.3, i % 2, score=0.4)
+    state = t.to_state()
+    a, b = CalibrationTracker.from_state(state), CalibrationTracker.from_state(state)
+    before = json.dumps(state)
+    want = b.snapshot(reliability=True)
+    for tr in (t, a):
+        tr.update(0.9, 0.95, 1, score=0.9)
+        tr.snapshot()
+    assert json.dumps(state) == before and b.snapshot(reliability=True) == want
