@@ -73,11 +73,14 @@ class ReliabilityBins:
         """Binned expected calibration error; None before the first update."""
         return expected_calibration_error(self.table())
 
+    # Copies both ways: a state (a checkpoint's, ``CalibrationTracker.to_state``) must not
+    # share its lists with a live object, or two trackers made from one state count twice.
     def __getstate__(self):
-        return (self.bins, self.counts, self.ones, self.sums)
+        return (self.bins, list(self.counts), list(self.ones), list(self.sums))
 
     def __setstate__(self, state):
-        self.bins, self.counts, self.ones, self.sums = state
+        bins, counts, ones, sums = state
+        self.bins, self.counts, self.ones, self.sums = bins, list(counts), list(ones), list(sums)
 
     def __eq__(self, other):
         return isinstance(other, ReliabilityBins) and self.__getstate__() == other.__getstate__()
