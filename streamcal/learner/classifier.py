@@ -267,13 +267,6 @@ class VennAbersClassifier(VennAbersWrapper):
         """x's category for the protection, with ``by`` (callers skip the call without)."""
         return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
 
-    def _protected(self, x: dict, kwargs, p: float) -> float:
-        prot = self._protection
-        category = None if self.by is None else self._protect_category(x, kwargs)
-        if prot.lookup:
-            prot.remember(category, x, p)
-        return prot.predict(category, p)
-
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score.
 
@@ -284,15 +277,19 @@ class VennAbersClassifier(VennAbersWrapper):
         st = self._state
         score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
         p = SCALAR_MERGES[self.merge](p0, p1)
-        if self._protection is None:
+        prot = self._protection
+        if prot is None:
             return VennAbersInterval(p0, p1, p, score)
-        return VennAbersInterval(p0, p1, p, score, self._protected(x, kwargs, p))
+        category = None if self.by is None else self._protect_category(x, kwargs)
+        return VennAbersInterval(p0, p1, p, score, prot.give(category, x, p))
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
         _, p0, p1 = self._state.predict(x, *self._category(kwargs))
         p = SCALAR_MERGES[self.merge](p0, p1)
-        if self._protection is not None:
-            p = self._protected(x, kwargs, p)
+        prot = self._protection
+        if prot is not None:
+            category = None if self.by is None else self._protect_category(x, kwargs)
+            p = prot.give(category, x, p)
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict, **kwargs) -> bool:
@@ -307,8 +304,8 @@ class VennAbersClassifier(VennAbersWrapper):
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
             category = None if self.by is None else self._protect_category(x, kwargs)
-            if base is not None:
-                base = check_probability(base)
+            if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
+                base = check_probability(base)  # only if not plainly valid, as the protector
             if prot.lookup:
                 remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
                 if base is None:

@@ -62,6 +62,8 @@ class Protection:
     ...     prot.learn(None, prot.recall(None, {"a": 1.0}), 1)
     >>> prot.alarm_at, round(prot.predict(None, 0.2), 2), prot.recall(None, {"a": 1.0})
     (14, 0.57, None)
+    >>> prot.give(None, {"b": 2.0}, 0.3) == prot.predict(None, 0.3), prot.recall(None, {"b": 2.0})
+    (True, 0.3)
     """
 
     # Protections pickled before these existed (class attributes as their defaults)
@@ -105,6 +107,14 @@ class Protection:
 
     def predict(self, category, p: float) -> float:
         """The protected p for base p of an object of ``category``; no side effects."""
+        return self.protectors.get(category, self._fresh).predict(p)
+
+    def give(self, category, x: dict, p: float) -> float:
+        """The protected p the classifier gives for base p of ``x`` (of ``category``),
+        remembering p for x's label (with the look-up): ``remember``, then ``predict``, in
+        one call, as the classifier makes it for every prediction."""
+        if self.lookup:
+            self.remember(category, x, p)
         return self.protectors.get(category, self._fresh).predict(p)
 
     def remember(self, category, x: dict, p: float) -> None:
