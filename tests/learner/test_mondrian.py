@@ -16,6 +16,7 @@ from river import base, checks, compose, datasets, linear_model, preprocessing
 
 from streamcal import VennAbersClassifier, venn_abers_bruteforce
 from streamcal.learner import MODES
+from streamcal.learner.modes import DEFAULT_MODE
 from tests._helpers import examples
 from tests.learner.test_bruteforce import score, trained
 
@@ -186,7 +187,12 @@ def test_mondrian_holds_in_every_segment_where_pooled_does_not():
     assert max(mondrian.values()) <= 3, mondrian
 
 
-@pytest.mark.parametrize("mode", MODES)
+# river's checks take 1-2 s per mode: the inner loop checks the default mode with by (the
+# classifier's own checks cover every mode without), the full run every mode.
+@pytest.mark.parametrize(
+    "mode",
+    [pytest.param(m, marks=[] if m == DEFAULT_MODE else [pytest.mark.slow]) for m in MODES],
+)
 def test_check_estimator_with_by(mode):
     kw = {"window": 20} if mode == "va" else {}
     checks.check_estimator(VennAbersClassifier(lr(), mode=mode, by="age_of_domain", **kw))
