@@ -277,9 +277,8 @@ class CalibrationTracker:
         self.raw_labels = 0
         self.protected_labels = 0
         # Checked labels not yet folded into the float statistics, as plain-float rows
-        # (p0, p1, y, score, p, p_protected); ``_folded`` labels are.
+        # (p0, p1, y, score, p, p_protected); ``_all.n`` labels are.
         self._pending: list = []
-        self._folded = 0
         # The protector's state as last reported (``update_protection``), or None.
         self._protection: dict | None = None
         self._all = _Means()
@@ -364,14 +363,13 @@ class CalibrationTracker:
         else:
             prot_log, prot_square = _log_loss(y, q), (y - q) * (y - q)
             terms = (log, square, width, raw_log, raw_square, prot_log, prot_square)
-        self._folded = n = self._folded + 1
         self._all.update(*terms)
         window = self._window
         if len(window) == self.window:  # as river's Rolling: revert the oldest, then add
             self._recent.revert(*window.popleft())
         self._recent.update(*terms)
         window.append(terms)
-        k = 1.0 / n  # as river's stats.Mean
+        k = 1.0 / self._all.n  # as river's stats.Mean, over the labels folded so far
         self._p0 += k * (p0 - self._p0)
         self._p1 += k * (p1 - self._p1)
         self._rel.update(p, y)
@@ -407,7 +405,6 @@ class CalibrationTracker:
         state.setdefault("protected_labels", 0)  # from before protection
         state.setdefault("_protection", None)
         state.setdefault("_pending", [])  # from before the batched folding: all folded
-        state.setdefault("_folded", state["labels"])
         self.__dict__.update(state)
 
     def reliability(self, which: str = "p") -> list[dict]:
@@ -514,7 +511,6 @@ class CalibrationTracker:
         self = cls(state["window"], state["bins"], categories.top_k, categories.max_categories)
         self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
-        self._folded = self.labels
         self.raw_labels = state["raw_labels"]
         # States written before protection have neither key.
         self.protected_labels = state.get("protected_labels", 0)

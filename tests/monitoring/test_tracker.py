@@ -382,7 +382,7 @@ def test_a_pickle_made_before_batching_resumes():
     for i in range(5):
         t.update(0.1 * i, 0.1 * i + 0.2, i % 2, score=0.5)
     old = copy.deepcopy(t.__getstate__())
-    del old["_pending"], old["_folded"]  # the layout pickled by an earlier streamcal
+    del old["_pending"]  # the layout pickled by an earlier streamcal
     resumed = CalibrationTracker.__new__(CalibrationTracker)
     resumed.__setstate__(old)
     for tr in (t, resumed):
