@@ -37,8 +37,9 @@ __all__ = [
 T0 = 1_700_000_000_000  # ms: record timestamps of the synthetic streams start here
 
 
-def produce(bootstrap: str, records) -> None:
-    """Produce ``(topic, key, value, timestamp_ms)`` tuples (value: bytes or a JSON object)."""
+def produce(bootstrap: str, records, partition: int | None = None) -> None:
+    """Produce ``(topic, key, value, timestamp_ms)`` tuples (value: bytes or a JSON object),
+    to ``partition`` if given (else the producer's choice by key)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
@@ -48,7 +49,7 @@ def produce(bootstrap: str, records) -> None:
                 value = orjson.dumps(value)
             producer.send(
                 topic, key=key.encode() if isinstance(key, str) else key, value=value,
-                timestamp_ms=ts,
+                timestamp_ms=ts, partition=partition,
             )  # fmt: skip
         producer.flush(timeout=30)
     finally:

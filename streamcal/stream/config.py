@@ -294,7 +294,20 @@ class ProcessorConfig:
     state_dir: str | None = _opt(
         None, "directory of checkpoints (none: no recovery, restart replays the topics)", "state"
     )
-    checkpoint_interval: float = _opt(30.0, "seconds between checkpoints", "state")
+    checkpoint_interval: float = _opt(
+        1.0,
+        "seconds between checkpoints: outputs flushed, then one atomic commit of each changed "
+        "unit's store (what changed since the last checkpoint, with the unit's small "
+        "snapshot and offsets), its changes to the state topic, offsets committed",
+        "state",
+    )
+    snapshot_interval: float = _opt(
+        30.0,
+        "with a state topic, a unit's snapshot goes to it at most this often (its changes go "
+        "at every checkpoint); a unit that moves resumes from the newest snapshot and "
+        "replays the input after it",
+        "state",
+    )
     checkpoint_keep: int = _opt(3, "checkpoints kept in the state directory", "state")
     checkpoint_key_file: str | None = _opt(
         None,
@@ -434,6 +447,7 @@ class ProcessorConfig:
             "merge_wait",
             "metrics_interval",
             "checkpoint_interval",
+            "snapshot_interval",
             "max_future_s",
         ):
             v = getattr(self, name)

@@ -113,10 +113,10 @@ class Processor:
         # consumer cannot block; the checkpoints are what the next owner resumes from.
         self.states.release(units, self._out)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, final: bool = False) -> None:
         """Flush outputs, write the states of the units changed since the last checkpoint
         (with the offsets they correspond to), commit the offsets."""
-        changed = self.states.save_changed(self._out)
+        changed = self.states.save_changed(self._out, final)
         if self._inputs is not None:
             self._inputs.commit({tp: o for unit in changed for tp, o in unit.offsets.items()})
         self._last_checkpoint_at = time.monotonic()
@@ -124,7 +124,7 @@ class Processor:
     def checkpoint_all(self) -> None:
         """Checkpoint every unit held (the final checkpoint)."""
         self.states.changed = set(self.units)
-        self.checkpoint()
+        self.checkpoint(final=True)
 
     def close(self) -> None:
         """Close the units' stores (uncommitted changes are dropped): ``run`` does, after

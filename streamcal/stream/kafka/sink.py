@@ -57,18 +57,19 @@ class Outbox:
     def __init__(self, settings: dict):
         self._settings = settings
         self._producer = make_producer(settings)
-        self._sent: list = []  # (topic, key, value, future or None)
+        self._sent: list = []  # (topic, key, value, partition, future or None)
         self.failed = False  # set by a failed send (in the I/O thread): flush soon
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
+        """Send a record (``partition``: None lets the producer choose by key)."""
         try:
-            fut = self._producer.send(topic, key=key, value=value)
+            fut = self._producer.send(topic, key=key, value=value, partition=partition)
         except Exception as exc:  # a producer in a fatal state refuses new sends
             log.warning("send to %s failed (%r); recreating the producer", topic, exc)
             fut = None
         else:
             fut.add_errback(self._on_error)
-        self._sent.append((topic, key, value, fut))
+        self._sent.append((topic, key, value, partition, fut))
         if fut is None or len(self._sent) >= _FLUSH_EVERY:
             self.flush()
 
@@ -86,7 +87,7 @@ class Outbox:
                 self._producer.flush(timeout=30)
             except KafkaError as exc:
                 log.warning("producer flush failed: %r", exc)
-            failed = [o for o in self._sent if o[3] is None or not o[3].is_done or o[3].failed()]
+            failed = [o for o in self._sent if o[4] is None or not o[4].is_done or o[4].failed()]
             if not failed:
                 self._sent.clear()
                 self.failed = False
@@ -108,10 +109,10 @@ class Outbox:
                 self._sent = failed
                 continue
             self._sent = []
-            for t, k, v, _ in failed:
-                fut = self._producer.send(t, key=k, value=v)
+            for t, k, v, p, _ in failed:
+                fut = self._producer.send(t, key=k, value=v, partition=p)
                 fut.add_errback(self._on_error)
-                self._sent.append((t, k, v, fut))
+                self._sent.append((t, k, v, p, fut))
         raise RuntimeError("outputs could not be delivered; stopping without a checkpoint")
 
     def ship(self) -> None:
@@ -154,8 +155,8 @@ class ProducerProcess:
         level = logging.getLogger().getEffectiveLevel()
         self._request(("start", settings, level, format_of()))
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
-        self._buf.append((topic, key, value))
+    def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
+        self._buf.append((topic, key, value, partition))
         if len(self._buf) >= _BATCH:
             self.ship()
 
@@ -223,8 +224,8 @@ def _child() -> None:
                 outbox.close()
             return
         if type(msg) is list:
-            for t, k, v in msg:
-                outbox.send(t, k, v)
+            for t, k, v, p in msg:
+                outbox.send(t, k, v, p)
             if outbox.failed:
                 _try_flush(outbox)
         elif msg[0] == "flush":

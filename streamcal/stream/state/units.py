@@ -11,10 +11,12 @@ it is in a temporary directory (memory stays bounded; a restart replays the topi
 state directory of a streamcal before version 6 holds checkpoint files instead: the
 newest is read once and its waiting entries put into the store.
 
-Partition units with a state topic are also kept in Kafka (``streamcal.stream.state.topic``),
-so that they outlive the machine. On restore the local store's snapshot and the state
-topic's are compared, and the one that covers more input wins: the local one may be
-stale, left from an earlier turn of this instance.
+Partition units with a state topic are also kept in Kafka, as a changelog: each
+checkpoint sends what changed and, now and then, the snapshot
+(``streamcal.stream.state.topic``), so that they outlive the machine. On restore the local
+store's snapshot and the state topic's newest rebuildable one are compared, and the one
+that covers more input wins (the local one may be stale, left from an earlier turn of
+this instance); a unit taken from the topic has its store rebuilt from the changelog.
 
 Saving follows one rule: the outputs are flushed first, because a state must not cover
 records whose predictions could still be lost. Only the units changed since their last
@@ -70,6 +72,7 @@ class UnitStates:
             key=self.key,
             outbox=outbox,
             chunk_bytes=cfg.state_chunk_bytes,
+            snapshot_interval=cfg.snapshot_interval,
         )
         self.topic.create()
 
@@ -134,12 +137,21 @@ class UnitStates:
             stores[u], states[u] = self._local(u)
             source[u] = "local" if states[u] is not None else "new"
         if self.topic is not None:
-            for u, state in self.topic.restore(units).items():
-                if states[u] is None or _covered(state) > _covered(states[u]):
-                    states[u], source[u] = state, "state topic"
-                    stores[u] = _emptied(stores[u])
+            for u, plans in self.topic.restore(units).items():
+                for plan in plans:
+                    if states[u] is not None and _covered(plan.state) <= _covered(states[u]):
+                        break
+                    try:  # the waiting entries, from the changelog
+                        stores[u] = _rebuilt(stores[u], plan)
+                    except CheckpointError as exc:  # e.g. a record forged under its key
+                        log.warning("unit %s: state-topic checkpoint skipped: %s", u, exc)
+                        continue
+                    states[u], source[u] = plan.state, "state topic"
+                    break
         for u in units:
             self._hold(u, states[u], send, stores[u])
+            if source[u] == "state topic":
+                self.changed.add(u)  # the rebuilt store is committed at the next checkpoint
         self.restore_seconds = time.monotonic() - t
         kinds = ("state topic", "local", "new")
         by_source = {k: [u for u in units if source[u] == k] for k in kinds}
@@ -156,10 +168,12 @@ class UnitStates:
         units = [u for u in units if u in self.held]  # assigned but never adopted: nothing
         if not units:
             return
-        self.save([self.held[u] for u in units], outbox)
+        self.save([self.held[u] for u in units], outbox, final=True)
         for u in units:
             self.held.pop(u).close()
             self.changed.discard(u)
+            if self.topic is not None:
+                self.topic.forget(u)
         log.info("released units %s", units, extra={"event": "released", "units": units})
 
     def close(self) -> None:
@@ -167,17 +181,18 @@ class UnitStates:
         for unit in self.held.values():
             unit.close()
 
-    def save_changed(self, outbox=None) -> list[CalibrationUnit]:
+    def save_changed(self, outbox=None, final: bool = False) -> list[CalibrationUnit]:
         """Save the units changed since their last checkpoint; returns them."""
         units = [self.held[u] for u in sorted(self.changed, key=str) if u in self.held]
-        self.save(units, outbox)
+        self.save(units, outbox, final)
         self.changed.clear()
         return units
 
-    def save(self, units, outbox=None) -> None:
+    def save(self, units, outbox=None, final: bool = False) -> None:
         """Checkpoint ``units``: flush ``outbox`` first (a state must not cover records
         whose predictions could still be lost), commit each unit's store with its sealed
-        state, send the state-topic records, then flush them.
+        state, send the state-topic records (with ``final``, the last of this instance:
+        the snapshot too), then flush them.
 
         Without a state directory or topic nothing outlives the process: the stores are
         still committed (what changed goes to disk, out of memory), without a flush."""
@@ -191,23 +206,37 @@ class UnitStates:
             meta = None
             if self.config.state_dir is not None:
                 meta = {SNAPSHOT: seal(self.key, state)}
-            unit.store.commit(meta)
+            changes = unit.store.commit(meta)
             if self.topic is not None:
-                self.topic.save(unit.unit, {**state, "legacy": unit.export_waiting()},
-                                unit.offsets)  # fmt: skip
+                self.topic.save(unit.unit, state, changes, unit.store, snapshot=final)
         if units and outbox is not None and self.topic is not None:
             outbox.flush()
 
 
-def _emptied(store: KVStore) -> KVStore:
-    """A store like ``store`` with nothing in it (its directory is reused): the local
-    state lost to the state topic's."""
-    path, temporary = store.path, store.temporary
+def _rebuilt(store: KVStore, plan) -> KVStore:
+    """A store rebuilt by ``plan`` that replaces ``store`` (same directory) only once the
+    rebuild has succeeded; ``CheckpointError`` leaves ``store`` as it was."""
+    if store.temporary:
+        fresh = KVStore()
+    else:
+        path = store.path.with_name(store.path.name + ".rebuild")
+        shutil.rmtree(path, ignore_errors=True)
+        fresh = KVStore(path)
+    try:
+        plan.rebuild(fresh)
+        fresh.commit()  # the data; its snapshot comes with the next checkpoint
+    except BaseException:
+        fresh.close()
+        if not fresh.temporary:
+            shutil.rmtree(fresh.path, ignore_errors=True)
+        raise
     store.close()
-    if temporary:
-        return KVStore()
-    shutil.rmtree(path, ignore_errors=True)
-    return KVStore(path)
+    if fresh.temporary:
+        return fresh
+    fresh.close()
+    shutil.rmtree(store.path)
+    fresh.path.rename(store.path)
+    return KVStore(store.path)
 
 
 def _covered(state: dict) -> int:
