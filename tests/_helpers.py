@@ -4,16 +4,28 @@ kills what a failed test left running), and hypothesis example counts."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import hypothesis
 import pytest
 
 CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of the tests
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """The module of ``benchmarks/<name>.py``, loaded from its path: benchmarks/ on sys.path
+    would shadow kafka-python (benchmarks/kafka.py)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # The inner loop (pytest -m "not slow ...") runs hypothesis tests with at most this many

@@ -3,7 +3,6 @@ the authors' library runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,16 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests._helpers import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "drift.py"
-
-
-def load_drift():
-    # Loaded from its path: benchmarks/ on sys.path would shadow kafka-python (kafka.py).
-    spec = importlib.util.spec_from_file_location("drift_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -35,7 +28,7 @@ def test_quick_run_meets_the_targets():
 
 def test_authors_library_column_on_a_short_sequence():
     pytest.importorskip("protected_classification")
-    drift = load_drift()
+    drift = load_benchmark("drift")
     rng = np.random.default_rng(0)
     ps = rng.random(60)
     ys = rng.random(60) < ps
