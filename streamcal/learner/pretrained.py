@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
 from streamcal.learner.scoring import score_sorted
 from streamcal.learner.window import CalibrationWindow
 
@@ -52,6 +53,10 @@ class PretrainedVennAbers(CalibrationWindow):
 
     # the label the model learns for a stored one (binary: 0/1 stored, bool learned)
     _model_label = staticmethod(bool)
+    # The positions learned by ``learn_many`` that the model has still to learn, in its
+    # batches (``streamcal.learner.minibatch``); None until then, so that a state learned
+    # one by one (the stream processor's) is what it always was.
+    batches: BatchRanges | None = None
 
     def __init__(self, model, window: int, refresh_every: int):
         super().__init__(model, window, refresh_every)
@@ -80,6 +85,19 @@ class PretrainedVennAbers(CalibrationWindow):
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
+    def _exact_score(self, x) -> float:
+        return self._score(x)[1]
+
+    def learn_many(self, rows, labels) -> None:
+        """``learn`` of every row in order; a model with river's ``learn_many`` will learn
+        them in this batch (see ``streamcal.learner.minibatch``)."""
+        if learns_in_batches(self.model):
+            if self.batches is None:
+                self.batches = BatchRanges()
+            self.batches.add(self.n_seen + 1, len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn(x, y)
+
     def learn(self, x, y: int) -> None:
         cx, s = self._score(x)
         self.calibration.append((cx, y, s))
@@ -90,12 +108,17 @@ class PretrainedVennAbers(CalibrationWindow):
             self._refresh(surplus)
 
     def to_state(self) -> dict:
-        """Plain data (the model is the classifier's to keep); see ``from_state``."""
+        """Plain data (the model is the classifier's to keep); see ``from_state``. The
+        mini-batches still to learn (``batches``) only if there are any."""
+        own = {}
+        if self.batches:
+            own["batches"] = self.batches.to_state()
         return self._window_state(
             calibration=[list(c) for c in self.calibration],
             n_seen=self.n_seen,
             n_learned=self.n_learned,
             version=self.version,
+            **own,
         )
 
     @classmethod
@@ -105,12 +128,23 @@ class PretrainedVennAbers(CalibrationWindow):
         self.calibration = deque(tuple(c) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]
+        if state.get("batches"):
+            self.batches = BatchRanges.from_state(state["batches"])
         return self
 
     def _refresh(self, k: int) -> None:
-        for _ in range(k):
-            xo, yo, _ = self.calibration.popleft()
-            self.model.learn_one(xo, self._model_label(yo))
+        if self.batches:  # some of them came in mini-batches
+            first = self.n_seen - len(self.calibration) + 1  # the oldest one's position
+            label = self._model_label
+            items = [
+                (first + i, c[0], label(c[1]))
+                for i, c in enumerate(self.calibration.popleft() for _ in range(k))
+            ]
+            learn_in_order(self.model, items, self.batches)
+        else:
+            for _ in range(k):
+                xo, yo, _ = self.calibration.popleft()
+                self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += k
         self.rescore()
 

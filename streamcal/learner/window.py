@@ -14,8 +14,16 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 from streamcal.core import ScoreStore
-from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many
+from streamcal.learner.scoring import (
+    FeatureOrder,
+    OrdersFeatures,
+    batch_scores,
+    near_held,
+    score_many,
+)
 
 __all__ = ["CalibrationWindow"]
 
@@ -29,6 +37,30 @@ class CalibrationWindow(OrdersFeatures):
         self.refresh_every = refresh_every
         self.store = ScoreStore()
         self._order = FeatureOrder()
+
+    def _exact_score(self, x) -> float:
+        """The score ``predict`` gives ``x`` (the subclass's)."""
+        raise NotImplementedError
+
+    def pairs_many(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        """(p0, p1) arrays of every row of ``batch``, equal to ``predict``'s row by row:
+        one batched scoring where the model has one (rows that it cannot place exactly
+        against the held scores are scored one by one, see ``batch_scores``), one store
+        pass."""
+        found = batch_scores(self.model, batch)
+        if found is None:
+            scores = np.array([self._exact_score(x) for x in batch.rows()], dtype=np.float64)
+        else:
+            scores, bounds = found
+            near = np.flatnonzero(near_held(self.store.to_arrays()[0], scores, bounds))
+            if len(near):
+                rows = batch.rows()
+                scores = scores.copy()
+                for i in near.tolist():
+                    scores[i] = self._exact_score(rows[i])
+        if len(scores) == 0:
+            return np.zeros(0), np.zeros(0)
+        return self.store.query_many(scores)
 
     def _window_state(self, **own) -> dict:
         """Plain data of the shared parts, plus the subclass's ``own`` entries."""

@@ -33,7 +33,7 @@ from river import base
 __all__ = ["VennAbersWrapper"]
 
 
-class VennAbersWrapper(base.Wrapper, base.Classifier):
+class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
     """The part of a Venn-Abers classifier that does not depend on the number of classes.
 
     A subclass sets ``model``, ``mode``, ``merge``, ``window``, ``refresh_every`` and
