@@ -262,14 +262,6 @@ class VennAbersClassifier(VennAbersWrapper):
 
         yield {"model": preprocessing.StandardScaler() | linear_model.LogisticRegression()}
 
-    def _unit_test_skips(self) -> set:
-        # learn_many lets a model with river's learn_many learn in batches, which river's
-        # linear models do not do as learn_one does; the calibrated p, a step function of
-        # the scores, then moves by whole steps. Row by row models are checked.
-        from streamcal.learner.minibatch import learns_in_batches
-
-        return {"check_learn_many_matches_learn_one"} if learns_in_batches(self.model) else set()
-
     @property
     def task(self) -> str:
         """``"binary"``, or ``"multiclass"`` once the stream showed it is (see the module
@@ -554,23 +546,16 @@ class VennAbersClassifier(VennAbersWrapper):
         if self._multi is not None:
             return self._multi._learn_batch(batch, labels)
         rows = batch.rows()
-        prot = self._protection
-        if prot is None:
-            self._state.learn_many(rows, labels)
+        st = self._state
+        if self._protection is None:
+            st.learn_many(rows, labels)
             return
-        # Each row's base p: the one given (remembered), else the one it gets now, before
-        # the batch's labels are learned (fixed before its label, as the alarm needs).
-        cats = [None] * len(rows) if self.by is None else [self._state.category(x) for x in rows]
-        merge = SCALAR_MERGES[self.merge]
-        bases = []
-        for x, c in zip(rows, cats, strict=True):
-            base = prot.recall(c, x) if prot.lookup else None
-            if base is None:
-                base = merge(*self._state.predict(x)[1:])
-            bases.append(base)
-        self._state.learn_many(rows, labels)
-        for c, base, label in zip(cats, bases, labels, strict=True):
-            prot.learn(c, base, label)
+        # With protection every row is learn_one's (its base p, its protector's label);
+        # in the default mode the model still learns the batch as one (begin_batch).
+        if hasattr(st, "begin_batch"):
+            st.begin_batch(len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn_one(x, y)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the river model's own pickle, and the

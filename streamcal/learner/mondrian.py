@@ -236,12 +236,17 @@ class MondrianVennAbers(OrdersFeatures):
         ``learn_many`` learns the rows in this batch once they leave their categories'
         calibration sets (``streamcal.learner.minibatch``); modes "sva" and "va" learn
         row by row here."""
+        self.begin_batch(len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn(x, y)
+
+    def begin_batch(self, n: int) -> None:
+        """The next ``n`` labels are one mini-batch (the default mode, a model with river's
+        ``learn_many``: it will learn them with one call, those that leave together)."""
         if self.mode == "pretrained" and learns_in_batches(self.model):
             if self.batches is None:
                 self.batches = BatchRanges()
-            self.batches.add(self.n_seen + 1, len(rows))
-        for x, y in zip(rows, labels, strict=True):
-            self.learn(x, y)
+            self.batches.add(self.n_seen + 1, n)
 
     def learn(self, x, y: int, category=_FROM_X) -> None:
         c = self.category(x) if category is _FROM_X else _hashable(category)

@@ -91,12 +91,17 @@ class PretrainedVennAbers(CalibrationWindow):
     def learn_many(self, rows, labels) -> None:
         """``learn`` of every row in order; a model with river's ``learn_many`` will learn
         them in this batch (see ``streamcal.learner.minibatch``)."""
+        self.begin_batch(len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn(x, y)
+
+    def begin_batch(self, n: int) -> None:
+        """The next ``n`` labels are one mini-batch: a model with river's ``learn_many``
+        will learn them with one call (those that leave at one refresh)."""
         if learns_in_batches(self.model):
             if self.batches is None:
                 self.batches = BatchRanges()
-            self.batches.add(self.n_seen + 1, len(rows))
-        for x, y in zip(rows, labels, strict=True):
-            self.learn(x, y)
+            self.batches.add(self.n_seen + 1, n)
 
     def learn(self, x, y: int) -> None:
         cx, s = self._score(x)
