@@ -84,6 +84,12 @@ class Batch:
                 self._rows = [dict(zip(cols, r, strict=True)) for r in X.itertuples(False, None)]
         return self._rows
 
+    def row(self, i: int) -> dict:
+        """Row ``i`` as ``rows()`` gives it (without converting the others)."""
+        if self._rows is not None:
+            return self._rows[i]
+        return dict(zip(self.columns, self.frame.iloc[i].tolist(), strict=True))
+
     def matrix(self) -> np.ndarray | None:
         """The features as a float matrix, or None if a column is not numeric (or boolean)
         or a value is NaN (the batched scorers leave those to the model, row by row)."""

@@ -67,7 +67,7 @@ def frame(rows):
     seed=st.integers(0, 10_000),
     n=st.integers(0, 120),
     levels=st.sampled_from([2, 5, 50]),
-    batch=st.integers(1, 40),
+    batch=st.integers(1, 150),
 )
 def test_predict_proba_many_equals_predict_proba_one_row_by_row(config, seed, n, levels, batch):
     name, kw = config
