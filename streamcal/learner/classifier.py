@@ -548,7 +548,7 @@ class VennAbersClassifier(VennAbersWrapper):
         rows = batch.rows()
         st = self._state
         if self._protection is None:
-            st.learn_many(rows, labels)
+            st.learn_many(rows, labels, batch=batch)
             return
         # With protection every row is learn_one's (its base p, its protector's label);
         # in the default mode the model still learns the batch as one (begin_batch).

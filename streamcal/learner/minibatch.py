@@ -44,6 +44,8 @@ import bisect
 import numpy as np
 from river import base, compose
 
+from streamcal.learner.scoring import _sorted_keys
+
 __all__ = ["Batch", "BatchRanges", "learn_in_order", "learns_in_batches", "no_keywords"]
 
 
@@ -73,9 +75,14 @@ class Batch:
         return len(self.frame)
 
     def rows(self) -> list[dict]:
-        """Every row as a dict of Python values (``iter_pandas``'s rows)."""
+        """Every row as a dict of Python values (``iter_pandas``'s rows), its features in
+        the canonical (sorted) order the models see (``streamcal.learner.scoring``): new
+        dicts, which the classifier may keep without copying them."""
         if self._rows is None:
             X, cols = self.frame, self.columns
+            keys = _sorted_keys(dict.fromkeys(cols))[0]
+            if keys != cols:
+                X, cols = X[keys], keys
             dtypes = set(X.dtypes)
             if len(dtypes) == 1 and next(iter(dtypes)).kind in "biuf":
                 # one numeric dtype: one conversion, same values as the row by row one
@@ -88,7 +95,7 @@ class Batch:
         """Row ``i`` as ``rows()`` gives it (without converting the others)."""
         if self._rows is not None:
             return self._rows[i]
-        return dict(zip(self.columns, self.frame.iloc[i].tolist(), strict=True))
+        return dict(zip(self.columns, self.frame.iloc[i].tolist(), strict=True))  # any order
 
     def matrix(self) -> np.ndarray | None:
         """The features as a float matrix, or None if a column is not numeric (or boolean)

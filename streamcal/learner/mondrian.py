@@ -231,7 +231,7 @@ class MondrianVennAbers(OrdersFeatures):
         pairs = [self.predict(x)[1:] for x in batch.rows()]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
-    def learn_many(self, rows, labels) -> None:
+    def learn_many(self, rows, labels, batch=None) -> None:
         """``learn`` of every row in order. In the default mode a model with river's
         ``learn_many`` learns the rows in this batch once they leave their categories'
         calibration sets (``streamcal.learner.minibatch``); modes "sva" and "va" learn

@@ -128,6 +128,9 @@ class _MulticlassWindow:
         self._cache = (cx, self.version, s)
         return cx, s
 
+    def _batch_score(self, x):
+        return score_vector(self.model, x, self.classes)
+
     def _grown(self) -> None:
         if self.store.n_classes < len(self.classes):  # a new class: rebuild (see the module)
             self.store = self._stores(self.calibration)

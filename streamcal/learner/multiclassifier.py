@@ -320,7 +320,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         for y in labels:
             _check_class(y)
         indices = [self.classes.index(y) for y in labels]
-        self._state.learn_many(batch.rows(), indices)
+        self._state.learn_many(batch.rows(), indices, batch=batch)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the classes in order, the river model's

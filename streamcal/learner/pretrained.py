@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import deque
 
 from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
-from streamcal.learner.scoring import score_sorted
+from streamcal.learner.scoring import batch_scores, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
@@ -88,12 +88,31 @@ class PretrainedVennAbers(CalibrationWindow):
     def _exact_score(self, x) -> float:
         return self._score(x)[1]
 
-    def learn_many(self, rows, labels) -> None:
+    def learn_many(self, rows, labels, batch=None) -> None:
         """``learn`` of every row in order; a model with river's ``learn_many`` will learn
-        them in this batch (see ``streamcal.learner.minibatch``)."""
+        them in this batch (see ``streamcal.learner.minibatch``). ``rows`` are the
+        batch's own dicts in canonical order (``Batch.rows``), kept without a copy; an
+        exact batched scorer (``batch_scores``, bounds 0) scores them all at once while
+        the model stays as it is."""
         self.begin_batch(len(rows))
-        for x, y in zip(rows, labels, strict=True):
+        scores = None
+        if batch is not None:
+            found = batch_scores(self.model, batch)
+            if found is not None and not found[1].any():
+                scores = found[0].tolist()
+        version = self.version
+        for i, (x, y) in enumerate(zip(rows, labels, strict=True)):
+            if scores is None or self.version != version:
+                s = self._batch_score(x)
+            else:
+                s = scores[i]
+            self._cache = (x, self.version, s)  # learn's _score: no copy, no second score
             self.learn(x, y)
+
+    def _batch_score(self, x):
+        """The score of ``x`` (canonical) by the model as it is: ``_score`` without the
+        copy or the cache."""
+        return score_sorted(self.model, x)
 
     def begin_batch(self, n: int) -> None:
         """The next ``n`` labels are one mini-batch: a model with river's ``learn_many``

@@ -79,7 +79,7 @@ class SimplifiedVennAbers(CalibrationWindow):
         x = self._order.canonical(x) if keep else self._order.ordered(x)
         self._add(x, y, self._learn_score(x, bool(y)), keep)
 
-    def learn_many(self, rows, labels) -> None:
+    def learn_many(self, rows, labels, batch=None) -> None:
         """A model with river's ``learn_many`` learns the batch at once, then every row
         is scored in sample and stored in order (Algorithm 2 with the batch); else
         ``learn`` row by row."""

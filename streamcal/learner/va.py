@@ -111,7 +111,7 @@ class VennAbers(OrdersFeatures):
         self.model.learn_one(x, bool(y))
         self._keep(x, y)
 
-    def learn_many(self, rows, labels) -> None:
+    def learn_many(self, rows, labels, batch=None) -> None:
         """A model with river's ``learn_many`` learns the batch at once, then the window
         takes every row in order; else ``learn`` row by row."""
         if not learns_in_batches(self.model):

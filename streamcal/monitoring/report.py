@@ -120,8 +120,9 @@ def _reliability_panel(fig, spec, bins, title, colour):
     xs = [b["mean_pred"] for b in full]
     fs = [b["frequency"] for b in full]
     ci = [wilson_interval(round(b["frequency"] * b["count"]), b["count"]) for b in full]
-    yerr = [[f - lo for f, (lo, _) in zip(fs, ci, strict=True)]]
-    yerr.append([hi - f for f, (_, hi) in zip(fs, ci, strict=True)])
+    # clamped: at a frequency of 0 or 1 the interval's end can round a hair inside it
+    yerr = [[max(0.0, f - lo) for f, (lo, _) in zip(fs, ci, strict=True)]]
+    yerr.append([max(0.0, hi - f) for f, (_, hi) in zip(fs, ci, strict=True)])
     ax.errorbar(
         xs,
         fs,
