@@ -37,8 +37,9 @@ Tables, all measured side by side in one run:
 7. accuracy: ``predict_one`` of ``VennAbersClassifier`` (the front door: multiclass
    streams go to the multiclass machinery; ``VennAbersMultiClassifier`` for integer
    classes, whose first labels 0 and 1 would make the front door binary) against the
-   bare model's, counted from label 1,001 on, on shuffled multiclass data sets (river's ImageSegments; scikit-learn's
-   digits, the UCI/KEEL optdigits test part; synthetic LED, Waveform and RandomRBF), with
+   bare model's, counted from label 1,001 on, on shuffled multiclass data sets (river's
+   ImageSegments; scikit-learn's digits, the UCI/KEEL optdigits test part; synthetic
+   LED, Waveform and RandomRBF), with
    GaussianNB and a Hoeffding tree; and the default mode's lag: accuracy by stretch of
    the stream (labels 1-250, 251-500, 501-1000, then on) on binary and multiclass data.
 """
