@@ -39,7 +39,7 @@ class MulticlassPrediction:
     p0, p1
         The top-label pair: Venn-Abers probabilities that ``label`` is right. Under
         exchangeability one of them is calibrated: over many predictions, the mean of
-        p0 <= accuracy <= the mean of p1, within sampling error.
+        p0 <= accuracy <= the mean of p1, within sampling error (3 standard errors).
     p
         Their merge: ``proba[label]``.
     proba
