@@ -46,7 +46,14 @@ from river import base, compose
 
 from streamcal.learner.scoring import _sorted_keys
 
-__all__ = ["Batch", "BatchRanges", "learn_in_order", "learns_in_batches", "no_keywords"]
+__all__ = [
+    "Batch",
+    "BatchRanges",
+    "learn_in_order",
+    "learns_in_batches",
+    "no_keywords",
+    "pairs_row_by_row",
+]
 
 
 def _pandas():
@@ -138,6 +145,13 @@ def no_keywords(kwargs: dict) -> None:
             f"unexpected keyword argument(s) {names}: the mini-batch methods take none "
             "(with by=, each row's category comes from its features)"
         )
+
+
+def pairs_row_by_row(predict, batch) -> tuple[np.ndarray, np.ndarray]:
+    """(p0, p1) arrays of every row of ``batch`` from a mode's ``predict`` (which gives
+    (score, p0, p1)), row by row: the modes without a batched path."""
+    pairs = [predict(x)[1:] for x in batch.rows()]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
 def learns_in_batches(model) -> bool:

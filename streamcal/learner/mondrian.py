@@ -51,7 +51,12 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from streamcal.core import ScoreStore
-from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
+from streamcal.learner.minibatch import (
+    BatchRanges,
+    learn_in_order,
+    learns_in_batches,
+    pairs_row_by_row,
+)
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_sorted
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
@@ -228,8 +233,7 @@ class MondrianVennAbers(OrdersFeatures):
 
     def pairs_many(self, batch):
         """(p0, p1) arrays of every row of ``batch``: ``predict`` row by row."""
-        pairs = [self.predict(x)[1:] for x in batch.rows()]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        return pairs_row_by_row(self.predict, batch)
 
     def learn_many(self, rows, labels, batch=None) -> None:
         """``learn`` of every row in order. In the default mode a model with river's

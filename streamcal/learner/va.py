@@ -23,7 +23,7 @@ import numpy as np
 
 from streamcal.core import venn_abers
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
-from streamcal.learner.minibatch import learns_in_batches
+from streamcal.learner.minibatch import learns_in_batches, pairs_row_by_row
 from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many, score_sorted
 
 __all__ = ["VennAbers"]
@@ -127,8 +127,7 @@ class VennAbers(OrdersFeatures):
 
     def pairs_many(self, batch):
         """(p0, p1) arrays of every row of ``batch``: ``predict`` row by row."""
-        pairs = [self.predict(x)[1:] for x in batch.rows()]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        return pairs_row_by_row(self.predict, batch)
 
     def _keep(self, x, y: int) -> None:
         """The window takes the learned object ``x`` (canonical)."""
