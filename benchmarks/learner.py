@@ -6,7 +6,10 @@ Tables, all measured side by side in one run:
 
 1. cost: µs per event (``predict_proba_one`` + ``learn_one``) of each mode around
    ``StandardScaler() | LogisticRegression()`` on ``Hyperplane(n_features=20)``, after
-   ``--warmup`` labels, against the bare pipeline. The variants run round-robin in blocks
+   ``--warmup`` labels, against the bare pipeline; the default mode (and with
+   ``protect=True``) also on the pure-Python store, the one a plain ``pip install``
+   without the ``[fast]`` extra runs (each variant's store chosen by
+   ``STREAMCAL_STORE_BACKEND``, set while it runs). The variants run round-robin in blocks
    of 1000 events (one refresh period of the default) on the same events; the median
    block time is reported, robust to bursts of load from other processes.
 2. va: events/s of mode "va" at ``--va-window`` (vectorised linear path and, on fewer
@@ -24,11 +27,27 @@ Tables, all measured side by side in one run:
    mean over whole batch periods is the figure that counts; the median block is shown
    too. Memory per category: the deep size of one category's state (features, scores,
    store), the shared model excluded.
+6. mini-batches: µs per row of ``predict_proba_many`` against a loop of
+   ``predict_proba_one``, and of ``learn_many`` against a loop of ``learn_one`` (each
+   after its prediction, as a loop would), on the same batches of ``--batch`` rows of
+   Hyperplane(n_features=20), per model: ``StandardScaler | LogisticRegression`` (one
+   batched scoring), ``FieldScore`` (the column itself) and ``GaussianNB`` (scored row by
+   row: the store pass alone). Both variants start from one state (a copy); the pair runs
+   in a shuffled order per batch, ``--repeats`` times; medians and ranges of the ratios.
+7. accuracy: ``predict_one`` of ``VennAbersClassifier`` (the front door: multiclass
+   streams go to the multiclass machinery; ``VennAbersMultiClassifier`` for integer
+   classes, whose first labels 0 and 1 would make the front door binary) against the
+   bare model's, counted from label 1,001 on, on shuffled multiclass data sets (river's
+   ImageSegments; scikit-learn's digits, the UCI/KEEL optdigits test part; synthetic
+   LED, Waveform and RandomRBF), with
+   GaussianNB and a Hoeffding tree; and the default mode's lag: accuracy by stretch of
+   the stream (labels 1-250, 251-500, 501-1000, then on) on binary and multiclass data.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import sys
@@ -39,7 +58,7 @@ import numpy as np
 from river import compose, datasets, linear_model, naive_bayes, preprocessing, tree
 from river.datasets import synth
 
-from streamcal import VennAbersClassifier
+from streamcal import FieldScore, VennAbersClassifier, VennAbersMultiClassifier
 
 
 def lr():
@@ -58,6 +77,36 @@ def table(title, header, rows):
 
 
 # --- 1. cost -------------------------------------------------------------------------
+
+
+class OnBackend:
+    """A classifier whose score stores are all made by one backend: the environment
+    variable the stores read is set while it runs (the variants run one at a time)."""
+
+    def __init__(self, backend, make):
+        self.backend = backend
+        with self:
+            self.clf = make()
+
+    def __enter__(self):
+        import os
+
+        self._old = os.environ.get("STREAMCAL_STORE_BACKEND")
+        os.environ["STREAMCAL_STORE_BACKEND"] = self.backend
+
+    def __exit__(self, *exc):
+        import os
+
+        if self._old is None:
+            os.environ.pop("STREAMCAL_STORE_BACKEND", None)
+        else:
+            os.environ["STREAMCAL_STORE_BACKEND"] = self._old
+
+    def predict_proba_one(self, x):  # run inside the block's ``with`` (side_by_side)
+        return self.clf.predict_proba_one(x)
+
+    def learn_one(self, x, y):
+        self.clf.learn_one(x, y)
 
 
 class Bare:
@@ -80,9 +129,10 @@ def side_by_side(variants, warm, measure, rng, block=1000):
     block is one refresh period of the default (1000 = window), so batch work counts."""
     for name, v in variants.items():
         t = time.perf_counter()
-        for x, y in warm:
-            v.predict_proba_one(x)
-            v.learn_one(x, y)
+        with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+            for x, y in warm:
+                v.predict_proba_one(x)
+                v.learn_one(x, y)
         print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
     per_block = {name: [] for name in variants}
     order = list(variants)
@@ -91,11 +141,12 @@ def side_by_side(variants, warm, measure, rng, block=1000):
         rng.shuffle(order)
         for name in order:
             v = variants[name]
-            t = time.perf_counter()
-            for x, y in chunk:
-                v.predict_proba_one(x)
-                v.learn_one(x, y)
-            per_block[name].append((time.perf_counter() - t) / len(chunk))
+            with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+                t = time.perf_counter()
+                for x, y in chunk:
+                    v.predict_proba_one(x)
+                    v.learn_one(x, y)
+                per_block[name].append((time.perf_counter() - t) / len(chunk))
     return per_block
 
 
@@ -109,6 +160,13 @@ def cost(args):
         "pretrained (default)": VennAbersClassifier(lr()),
         "sva": VennAbersClassifier(lr(), mode="sva"),
         "sva, refresh_every=100": VennAbersClassifier(lr(), mode="sva", refresh_every=100),
+        "pretrained, protect=True": VennAbersClassifier(lr(), protect=True),
+        "pretrained, python store (plain install)": OnBackend(
+            "python", lambda: VennAbersClassifier(lr())
+        ),
+        "pretrained, protect=True, python store": OnBackend(
+            "python", lambda: VennAbersClassifier(lr(), protect=True)
+        ),
     }
     per_block = side_by_side(variants, warm, measure, random.Random(0))
     median = {name: float(np.median(b)) for name, b in per_block.items()}
@@ -347,6 +405,177 @@ def mondrian(args):
     )  # fmt: skip
 
 
+# --- 6. mini-batches -------------------------------------------------------------------
+
+
+def with_score(rows, rng):
+    """Hyperplane rows plus a field "score" (a noisy probability) for FieldScore."""
+    return [({**x, "score": min(1.0, max(0.0, 0.5 + rng.gauss(0, 0.2)))}, y) for x, y in rows]
+
+
+BATCH_MODELS = {
+    "StandardScaler | LogisticRegression": lr,
+    "FieldScore": lambda: FieldScore("score"),
+    "GaussianNB": naive_bayes.GaussianNB,
+}
+
+
+def minibatch(args):
+    import copy
+
+    import pandas as pd
+
+    rng = random.Random(3)
+    n, size = args.batch_events, args.batch
+    warm = with_score(list(synth.Hyperplane(seed=42, n_features=20).take(args.warmup // 4)), rng)
+    data = with_score(list(synth.Hyperplane(seed=44, n_features=20).take(n)), rng)
+    batches = [data[i : i + size] for i in range(0, n, size)]
+    frames = [(pd.DataFrame([x for x, _ in b]), pd.Series([y for _, y in b])) for b in batches]
+    rows = []
+    for name, make in BATCH_MODELS.items():
+        ratios = {"predict": [], "learn": [], "both": []}
+        times = {"one": [], "many": [], "one_learn": [], "many_learn": []}
+        for _ in range(args.repeats):
+            base = VennAbersClassifier(make())
+            for x, y in warm:
+                base.learn_one(x, y)
+            one, many = base, copy.deepcopy(base)
+            tp = {"one": 0.0, "many": 0.0}
+            tl = {"one": 0.0, "many": 0.0}
+            for b, (X, y) in zip(batches, frames, strict=True):
+                for who in rng.sample(["one", "many"], 2):
+                    if who == "one":
+                        t = time.perf_counter()
+                        for x, _ in b:
+                            one.predict_proba_one(x)
+                        t2 = time.perf_counter()
+                        for x, yi in b:
+                            one.learn_one(x, yi)
+                        t3 = time.perf_counter()
+                    else:
+                        t = time.perf_counter()
+                        many.predict_proba_many(X)
+                        t2 = time.perf_counter()
+                        many.learn_many(X, y)
+                        t3 = time.perf_counter()
+                    tp[who] += t2 - t
+                    tl[who] += t3 - t2
+            ratios["predict"].append(tp["one"] / tp["many"])
+            ratios["learn"].append(tl["one"] / tl["many"])
+            ratios["both"].append((tp["one"] + tl["one"]) / (tp["many"] + tl["many"]))
+            times["one"].append(tp["one"] / n)
+            times["many"].append(tp["many"] / n)
+            times["one_learn"].append(tl["one"] / n)
+            times["many_learn"].append(tl["many"] / n)
+            print(f"  {name}: predict {ratios['predict'][-1]:.2f}x, learn "
+                  f"{ratios['learn'][-1]:.2f}x", flush=True)  # fmt: skip
+
+        def med(v, scale=1e6):
+            return f"{np.median(v) * scale:.1f}"
+
+        def ratio(v):
+            return f"{np.median(v):.2f}x ({min(v):.2f}-{max(v):.2f})"
+
+        rows.append((name, med(times["one"]), med(times["many"]), ratio(ratios["predict"]),
+                     med(times["one_learn"]), med(times["many_learn"]), ratio(ratios["learn"]),
+                     ratio(ratios["both"])))  # fmt: skip
+    table(
+        f"Mini-batches of {size} rows, default mode, Hyperplane(n_features=20), {n:,} rows "
+        f"after {len(warm):,} labels, {args.repeats} runs (median, range)",
+        ["model", "µs/row predict_proba_one", "predict_proba_many", "speed-up",
+         "µs/row learn_one", "learn_many", "speed-up", "both"],
+        rows,
+    )  # fmt: skip
+
+
+# --- 7. accuracy --------------------------------------------------------------------
+
+
+def digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return [
+        ({f"p{j}": float(v) for j, v in enumerate(row)}, int(t))
+        for row, t in zip(d.data, d.target, strict=True)
+    ]
+
+
+def multiclass_sets(n):
+    return {
+        "ImageSegments (river)": lambda: list(datasets.ImageSegments()),
+        "digits (UCI optdigits)": digits,
+        "LED": lambda: list(synth.LED(seed=1, noise_percentage=0.1).take(n)),
+        "Waveform": lambda: list(synth.Waveform(seed=1).take(n)),
+        "RandomRBF, 5 classes": lambda: list(
+            synth.RandomRBF(seed_model=1, seed_sample=1, n_classes=5).take(n)
+        ),
+    }
+
+
+def hits(clf, data, cuts):
+    """Prequential predict_one hits per stretch of labels: {(lo, hi): (hits, count)}."""
+    out = {c: [0, 0] for c in cuts}
+    for i, (x, y) in enumerate(data, start=1):
+        ok = clf.predict_one(x) == y
+        for lo, hi in cuts:
+            if lo <= i <= hi:
+                out[(lo, hi)][0] += ok
+                out[(lo, hi)][1] += 1
+        clf.learn_one(x, y)
+    return {c: (h, k) for c, (h, k) in out.items()}
+
+
+def accuracy(args):
+    models = {"GaussianNB": naive_bayes.GaussianNB, "Hoeffding tree": tree.HoeffdingTreeClassifier}
+    rows = []
+    late = (1001, 10**9)
+    for name, load in multiclass_sets(args.accuracy_events).items():
+        data = load()
+        random.Random(0).shuffle(data)
+        for mname, model in models.items():
+            bare = hits(model(), data, [late])[late]
+            if isinstance(data[0][1], str):
+                wrapped_clf = VennAbersClassifier(model())  # the front door
+            else:  # integer classes: 0 and 1 first would make the front door binary
+                wrapped_clf = VennAbersMultiClassifier(model())
+            wrapped = hits(wrapped_clf, data, [late])[late]
+            a, b = bare[0] / bare[1], wrapped[0] / wrapped[1]
+            rows.append((name, mname, f"{bare[1]:,}", f"{a:.3f}", f"{b:.3f}", f"{b / a:.3f}"))
+            print(f"  {name} {mname}: {b / a:.3f}", flush=True)
+    table(
+        "predict_one accuracy from label 1,001 on, shuffled multiclass data sets: "
+        "VennAbersClassifier (string classes; VennAbersMultiClassifier for integer classes, "
+        "the same machinery) with default settings against the bare model",
+        ["data", "model", "labels counted", "bare", "VennAbersClassifier", "ratio"],
+        rows,
+    )
+    cuts = [(1, 250), (251, 500), (501, 1000), (1001, 10**9)]
+    lag = {
+        "Phishing (binary)": lambda: list(datasets.Phishing()),
+        "Bananas (binary)": lambda: list(datasets.Bananas()),
+        "ImageSegments": lambda: list(datasets.ImageSegments()),
+    }
+    rows = []
+    for name, load in lag.items():
+        data = load()
+        random.Random(0).shuffle(data)
+        model = lr if "binary" in name else naive_bayes.GaussianNB
+        bare = hits(model(), data, cuts)
+        wrapped = hits(VennAbersClassifier(model()), data, cuts)
+        cells = []
+        for c in cuts:
+            a, b = bare[c][0] / bare[c][1], wrapped[c][0] / wrapped[c][1]
+            cells.append(f"{a:.3f} / {b:.3f}")
+        rows.append((name, "LR" if "binary" in name else "GaussianNB", *cells))
+    table(
+        "The default mode's lag: predict_one accuracy of the bare model / VennAbersClassifier "
+        "(window 1000) by stretch of labels, shuffled",
+        ["data", "model", "1-250", "251-500", "501-1000", "1001-end"],
+        rows,
+    )
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, about a minute")
@@ -360,8 +589,14 @@ def main(argv=None):
     ap.add_argument("--categories", type=int, help="categories for mondrian (default 100)")
     ap.add_argument("--mondrian-warmup", type=int, help="default 3 * categories * 1000")
     ap.add_argument("--mondrian-events", type=int, help="default 2 * categories * 1000")
+    ap.add_argument("--batch", type=int, default=500, help="rows per mini-batch (500)")
+    ap.add_argument("--batch-events", type=int, help="rows timed per model (default 20000)")
+    ap.add_argument("--repeats", type=int, help="runs of the mini-batch pairs (default 5)")
+    ap.add_argument("--accuracy-events", type=int, help="synthetic stream length (5000)")
     ap.add_argument(
-        "--only", choices=["cost", "va", "quality", "va-quality", "mondrian"], action="append"
+        "--only",
+        choices=["cost", "va", "quality", "va-quality", "mondrian", "minibatch", "accuracy"],
+        action="append",
     )
     args = ap.parse_args(argv)
     quick = args.quick
@@ -371,6 +606,9 @@ def main(argv=None):
     args.va_events = args.va_events or (150 if quick else 400)
     args.synthetic = args.synthetic or (3_000 if quick else 20_000)
     args.categories = args.categories or (10 if quick else 100)
+    args.batch_events = args.batch_events or (2_000 if quick else 20_000)
+    args.repeats = args.repeats or (1 if quick else 5)
+    args.accuracy_events = args.accuracy_events or (1_500 if quick else 5_000)
     if quick:
         args.va_quality_window = min(args.va_quality_window, 20)
     parts = {
@@ -379,6 +617,8 @@ def main(argv=None):
         "quality": quality,
         "va-quality": va_quality,
         "mondrian": mondrian,
+        "minibatch": minibatch,
+        "accuracy": accuracy,
     }
     for name in args.only or parts:
         parts[name](args)

@@ -27,6 +27,7 @@ _PUBLIC = {
     "MERGES": "streamcal.core",
     "Protector": "streamcal.core",
     "ScoreStore": "streamcal.core",
+    "StoreBackendWarning": "streamcal.core",
     "dir_predict": "streamcal.core",
     "isotonic_calibrator": "streamcal.core",
     "merge_log": "streamcal.core",
@@ -43,6 +44,7 @@ _PUBLIC = {
     "MulticlassPrediction": "streamcal.learner",
     # --- monitoring ---
     "CalibrationTracker": "streamcal.monitoring",
+    "MetricLogWriter": "streamcal.monitoring",
     "PrometheusExporter": "streamcal.monitoring",
     "write_report": "streamcal.monitoring",
 }
@@ -55,6 +57,7 @@ __all__ = [
     "MERGES",
     "Protector",
     "ScoreStore",
+    "StoreBackendWarning",
     "dir_predict",
     "isotonic_calibrator",
     "merge_log",
@@ -71,6 +74,7 @@ __all__ = [
     "MulticlassPrediction",
     # monitoring
     "CalibrationTracker",
+    "MetricLogWriter",
     "PrometheusExporter",
     "write_report",
 ]

@@ -31,6 +31,8 @@ SKIPPED = {
     "docker compose": "no Docker engine here; tests/test_demo.py checks docker-compose.yml "
     "and parses its command lines with the CLI",
     "curl ": "needs a running processor; the Prometheus endpoint is tested against tansu",
+    'pip install "streamcal-va[fast]"': "installs from PyPI; the suite runs from the source "
+    "tree, and test_the_recommended_install_is_an_extra_that_brings_numba checks the extra",
 }
 
 
@@ -95,6 +97,13 @@ def test_readme_states_the_two_commands():
     # CI must run the README's test command
     ci = (ROOT / ".ci" / "run").read_text()
     assert "-m pytest" in ci and '".[dev]"' in ci
+
+
+def test_the_recommended_install_is_an_extra_that_brings_numba():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    fast = pyproject["project"]["optional-dependencies"]["fast"]
+    assert any(dep.startswith("numba") for dep in fast)
+    assert 'pip install "streamcal-va[fast]"' in commands(README)
 
 
 def test_the_demo_command_parses():

@@ -1,9 +1,10 @@
-"""streamcal without numba: the pure-Python store takes over, with one log line saying why.
+"""streamcal without numba: the pure-Python store takes over, with one warning saying why.
 
 Each test runs Python in a subprocess with .ci/without-numba on PYTHONPATH, whose
 sitecustomize makes ``import numba`` fail (as on a Python numba does not support yet).
 CI runs the whole suite the same way (.ci/run's second pass); these tests check what that
-pass takes for granted: numba is really blocked, and the fallback says so once.
+pass takes for granted: numba is really blocked, and the fallback says so once, as a
+warning a user can filter.
 """
 
 import os
@@ -28,7 +29,7 @@ def run_blocked(code: str, *args: str, timeout: float = 300) -> subprocess.Compl
     )  # fmt: skip
 
 
-def test_auto_falls_back_to_python_with_one_log_line_and_reads_numba_pickles(tmp_path):
+def test_auto_falls_back_to_python_with_one_warning_and_reads_numba_pickles(tmp_path):
     store = ScoreStore.from_arrays([0.1, 0.2, 0.2, 0.8, 0.9], [0, 1, 0, 0, 1])
     path = tmp_path / "store.pkl"
     path.write_bytes(pickle.dumps(store))
@@ -66,6 +67,21 @@ def test_auto_falls_back_to_python_with_one_log_line_and_reads_numba_pickles(tmp
     assert lines[2] == "python True"  # the learner calibrates on the python store
     said = [line for line in out.stderr.splitlines() if "score store backend" in line]
     assert len(said) == 1 and "python" in said[0] and "numba" in said[0], out.stderr
+    assert "StoreBackendWarning" in said[0], out.stderr
+
+
+def test_the_fallback_warning_can_be_filtered():
+    out = run_blocked(
+        """
+        import warnings
+        from streamcal.core import StoreBackendWarning
+        warnings.filterwarnings("ignore", category=StoreBackendWarning)
+        from streamcal.core import ScoreStore
+        print(ScoreStore().backend)
+        """
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "python", out.stderr
+    assert "score store backend" not in out.stderr, out.stderr
 
 
 def test_asking_for_numba_without_it_is_an_import_error():

@@ -17,7 +17,7 @@ from streamcal.core.multiclass import (
     venn_abers_multiclass,
 )
 from streamcal.core.protector import Protector, protect_batch
-from streamcal.core.store import ScoreStore
+from streamcal.core.store import ScoreStore, StoreBackendWarning
 from streamcal.core.ties import group_ties
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Protector",
     "SCHEMES",
     "ScoreStore",
+    "StoreBackendWarning",
     "TopLabel",
     "couple",
     "dir_predict",

@@ -198,9 +198,11 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
         out_dir.mkdir(parents=True, exist_ok=True)
         metrics_path.unlink(missing_ok=True)  # the processor appends: start a fresh log
 
-        final, elapsed = _process(opts, config, counts["event"])
+        final, elapsed, steady = _process(opts, config, counts["event"])
 
-    _print_summary(opts, final, counts=counts, elapsed=elapsed, topics=topics, client=client)
+    _print_summary(
+        opts, final, counts=counts, elapsed=elapsed, topics=topics, client=client, steady=steady
+    )
     if not opts.report:
         print(f"metric log: {metrics_path}")
     else:
@@ -211,7 +213,7 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
 def _process(opts: DemoOptions, config, n_events: int):
     from tqdm import tqdm
 
-    from streamcal.demo.text import metric_text
+    from streamcal.demo.text import Throughput, metric_text
     from streamcal.stream.processor import Processor
     from streamcal.stream.state.checkpoint import CheckpointError
 
@@ -226,8 +228,10 @@ def _process(opts: DemoOptions, config, n_events: int):
 
     print_every = max(50, n_events // 10)
     printed = [0]  # labels at the last printed line
+    throughput = Throughput()
 
     def on_metrics(line: dict) -> None:
+        throughput.mark(line.get("events", 0))
         if opts.quiet:
             return
         progress(line.get("events", 0))
@@ -237,6 +241,7 @@ def _process(opts: DemoOptions, config, n_events: int):
             bar.write(metric_text(line), file=sys.stdout)
 
     def progress(n: int) -> None:
+        throughput.mark(n)
         bar.update(max(0, min(n, n_events) - bar.n))
 
     t0 = time.monotonic()
@@ -244,15 +249,16 @@ def _process(opts: DemoOptions, config, n_events: int):
         final = processor.run(max_idle_s=opts.max_idle_s, on_metrics=on_metrics, progress=progress)
     finally:
         bar.close()
-    return final, time.monotonic() - t0 - opts.max_idle_s
+    return final, time.monotonic() - t0 - opts.max_idle_s, throughput.steady()
 
 
-def _print_summary(opts, line: dict, counts, elapsed: float, topics: dict, client) -> None:
+def _print_summary(opts, line: dict, counts, elapsed: float, topics: dict, client, steady) -> None:
     from streamcal.demo.text import dead_letters_text, summary_text
 
     missing = counts["event"] - counts["label"]
     text = summary_text(
-        line, opts.dataset, opts.model, missing=missing, elapsed=elapsed, topics=topics
+        line, opts.dataset, opts.model, missing=missing, elapsed=elapsed, topics=topics,
+        steady=steady,
     )
     print(text)
     n = line.get("dead_letters")

@@ -1,18 +1,36 @@
-"""VennAbersClassifier: wrap a river binary classifier, get calibrated probabilities online."""
+"""VennAbersClassifier: wrap a river classifier, get calibrated probabilities online.
+
+One front door for binary and multiclass streams, as river's own classifiers take both.
+The classifier starts binary (labels ``False``/``True`` or 0/1: its path, cost and state
+are the binary ones) and turns multiclass when the stream shows it is, before it has
+learned anything: at a first label that is not binary (a string, 7, ...), at a
+mini-batch whose labels are not all binary, or when the wrapped model already predicts
+other classes. It then answers through a ``VennAbersMultiClassifier`` with the same
+settings (one-vs-rest scheme). Two classes named by strings (``"spam"``/``"ham"``) take
+that path too: nothing says which of them is ``True``. What cannot be undone fails loudly:
+a third class after binary labels have been learned (integer labels 0 and 1 first, 2
+later) raises ``ValueError`` naming ``VennAbersMultiClassifier``, the class to use from
+the start; so do settings the multiclass side does not have (``protect=``, modes "sva"
+and "va", the pooled fallback) and a model that is binary only.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from numbers import Integral, Real
 from types import MappingProxyType
 
-from river import base
+import numpy as np
+from river import base, compose
 
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_label
 from streamcal.learner.interval import VennAbersInterval
+from streamcal.learner.minibatch import Batch
+from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE, MODES
-from streamcal.learner.mondrian import MondrianVennAbers, category_of
+from streamcal.learner.mondrian import MondrianVennAbers
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.protection import Protection
 from streamcal.learner.settings import (
@@ -27,6 +45,8 @@ from streamcal.learner.va import VennAbers
 from streamcal.learner.wrapper import VennAbersWrapper
 
 __all__ = ["VennAbersClassifier", "MODES"]
+
+_NONE = object()  # no such label
 
 
 class VennAbersClassifier(VennAbersWrapper):
@@ -169,6 +189,9 @@ class VennAbersClassifier(VennAbersWrapper):
     # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
     protect: bool | dict = False
     _protection: Protection | None = None
+    # The multiclass classifier answering once the stream showed it is multiclass (see
+    # the module docstring); None: binary, as every classifier pickled before it existed.
+    _multi = None
 
     def __init__(
         self,
@@ -209,6 +232,7 @@ class VennAbersClassifier(VennAbersWrapper):
         self.fallback = fallback
         self.max_categories = max_categories
         self.protect = protect
+        self._multi = None
         self._state = _new_mode_state(model, settings)
         self._protection = (
             None
@@ -223,7 +247,14 @@ class VennAbersClassifier(VennAbersWrapper):
 
     @property
     def _multiclass(self) -> bool:
-        return False
+        # river's meaning: it takes multiclass streams, which it does with a model that does
+        # and settings the multiclass side has (see _switch)
+        return (
+            bool(getattr(self.model, "_multiclass", False))
+            and self.mode == "pretrained"
+            and self.protect in (False, None)
+            and self.fallback is None
+        )
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict]:
@@ -232,9 +263,113 @@ class VennAbersClassifier(VennAbersWrapper):
         yield {"model": preprocessing.StandardScaler() | linear_model.LogisticRegression()}
 
     @property
+    def task(self) -> str:
+        """``"binary"``, or ``"multiclass"`` once the stream showed it is (see the module
+        docstring)."""
+        return "binary" if self._multi is None else "multiclass"
+
+    @property
+    def classes(self) -> list:
+        """The classes seen so far, in order of first appearance (multiclass); ``[False,
+        True]`` while binary."""
+        return [False, True] if self._multi is None else list(self._multi.classes.labels)
+
+    @property
+    def categories(self) -> list:
+        """With ``by``: the categories that have a calibration set, least recently labelled
+        first (None is the category of objects without the feature ``by``); else ``[]``."""
+        st = self._state if self._multi is None else self._multi._state
+        return list(st.categories) if self.by is not None else []
+
+    @property
+    def calibration_size(self) -> int:
+        """Number of labelled objects in the calibration set right now (all categories')."""
+        if self._multi is not None:
+            return self._multi.calibration_size
+        return self._state.calibration_size
+
+    @property
     def evictions(self) -> int:
         """Categories dropped so far to stay within ``max_categories`` (0 without ``by``)."""
-        return getattr(self._state, "evictions", 0)
+        st = self._state if self._multi is None else self._multi._state
+        return getattr(st, "evictions", 0)
+
+    # ------------------------------------------------------------------ front door
+    def _learned_nothing(self) -> bool:
+        st = self._state
+        return getattr(st, "n_seen", getattr(st, "version", 0)) == 0
+
+    def _take_multiclass(self, labels) -> None:
+        """Turn multiclass for ``labels`` (not all binary) if nothing has been learned yet,
+        else ``ValueError``: the classifier cannot take another class once it learned
+        binary ones. Checks every label first: a refusal changes nothing."""
+        bad = next((v for v in labels if not _may_be_a_class(v)), _NONE)
+        if bad is not _NONE:
+            raise ValueError(
+                "label must be 0/1 or False/True, or a class (not None, not a float), got "
+                f"{bad!r}"
+            )
+        other = next(v for v in labels if not _is_binary(v))
+        if not self._learned_nothing():
+            raise ValueError(
+                f"label must be 0/1 or False/True, got {other!r}: this classifier has learned "
+                "binary labels and cannot take another class now; for a multiclass stream "
+                "whose first labels may be 0 and 1, use VennAbersMultiClassifier"
+            )
+        for v in labels:
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(f"a class label must be hashable, got {v!r}") from None
+        self._switch(f"label {other!r}")
+
+    def _switch(self, why: str) -> None:
+        """Answer through a multiclass classifier from now on (``why``: what showed it)."""
+        from streamcal.learner.multiclassifier import VennAbersMultiClassifier
+
+        head = f"{why} makes this a multiclass stream, but"
+        if self.protect not in (False, None):
+            raise ValueError(
+                f"{head} protect= is for binary labels (multiclass protection is not built "
+                "yet): drop protect=, or give the labels as False/True"
+            )
+        if self.mode != "pretrained":
+            raise ValueError(
+                f"{head} mode {self.mode!r} is binary only (multiclass: 'pretrained'); "
+                "see VennAbersMultiClassifier"
+            )
+        if self.fallback is not None:
+            raise ValueError(f"{head} fallback='pooled' is binary only")
+        if not getattr(self.model, "_multiclass", False):
+            model = self.model
+            if isinstance(model, compose.Pipeline):  # the last step decides
+                model = list(model.steps.values())[-1]
+            raise ValueError(
+                f"{head} the model {type(model).__name__} is binary only: wrap a "
+                "multiclass model (GaussianNB, a Hoeffding tree...), or give the labels as "
+                "False/True"
+            )
+        self._multi = VennAbersMultiClassifier(
+            self.model,
+            mode=self.mode,
+            merge=self.merge,
+            window=self.window,
+            refresh_every=self.refresh_every,
+            by=self.by,
+            max_categories=self.max_categories,
+        )
+
+    def _multiclass_model(self, x: dict) -> bool:
+        """Whether, before any label, the wrapped model already predicts other classes than
+        False/True for ``x``: then the classifier turns multiclass (True)."""
+        if self._multi is not None or not self._learned_nothing():
+            return False
+        proba = self.model.predict_proba_one(dict(x))
+        others = [c for c in proba if not _is_binary(c)]
+        if not others:
+            return False
+        self._switch(f"the model's classes {sorted(proba, key=repr)!r}")
+        return True
 
     @property
     def alarm(self) -> bool:
@@ -265,7 +400,7 @@ class VennAbersClassifier(VennAbersWrapper):
 
     def _protect_category(self, x: dict, kwargs):
         """x's category for the protection, with ``by`` (callers skip the call without)."""
-        return kwargs["category"] if "category" in kwargs else category_of(self.by, x)
+        return kwargs["category"] if "category" in kwargs else self._state.category(x)
 
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score.
@@ -273,9 +408,18 @@ class VennAbersClassifier(VennAbersWrapper):
         With ``by``, ``category=c`` gives the object's category instead of deriving it
         from ``x`` (e.g. a field of a record that is not a feature); ``learn_one`` then
         needs the same ``category=c``.
+
+        Once multiclass (``task``), a ``MulticlassPrediction``.
         """
+        if self._multi is not None:
+            return self._multi.predict_interval_one(x, **kwargs)
         st = self._state
-        score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
+        try:
+            score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
+        except ValueError:
+            if self._multiclass_model(x):
+                return self._multi.predict_interval_one(x, **kwargs)
+            raise
         p = SCALAR_MERGES[self.merge](p0, p1)
         prot = self._protection
         if prot is None:
@@ -283,8 +427,15 @@ class VennAbersClassifier(VennAbersWrapper):
         category = None if self.by is None else self._protect_category(x, kwargs)
         return VennAbersInterval(p0, p1, p, score, prot.give(category, x, p))
 
-    def predict_proba_one(self, x: dict, **kwargs) -> dict[bool, float]:
-        _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        if self._multi is not None:
+            return self._multi.predict_proba_one(x, **kwargs)
+        try:
+            _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+        except ValueError:
+            if self._multiclass_model(x):
+                return self._multi.predict_proba_one(x, **kwargs)
+            raise
         p = SCALAR_MERGES[self.merge](p0, p1)
         prot = self._protection
         if prot is not None:
@@ -292,14 +443,32 @@ class VennAbersClassifier(VennAbersWrapper):
             p = prot.give(category, x, p)
         return {False: 1.0 - p, True: p}
 
-    def predict_one(self, x: dict, **kwargs) -> bool:
-        return self.predict_proba_one(x, **kwargs)[True] > 0.5
+    def predict_one(self, x: dict, **kwargs):
+        """The class of highest probability in ``predict_proba_one`` (the protected one
+        with ``protect``): True when p > 0.5 (False on a tie, river's first key)."""
+        if self._multi is not None:
+            return self._multi.predict_one(x, **kwargs)
+        proba = self.predict_proba_one(x, **kwargs)
+        if self._multi is not None:  # the model's classes turned it multiclass just now
+            return max(proba, key=proba.get) if proba else None
+        return proba[True] > 0.5
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
         """Learn label ``y`` of ``x``. With ``by``, ``category=`` as for the prediction.
         With ``protect``, ``p=`` may give the base p that was predicted for ``x`` (the
-        stream processor keeps it); without ``protect`` it is not used."""
-        y = check_label(y)
+        stream processor keeps it); without ``protect`` it is not used.
+
+        A label that is not binary turns a classifier that has learned nothing multiclass,
+        and is refused (``ValueError``) by one that has learned binary labels."""
+        if self._multi is not None:
+            kwargs.pop("p", None)
+            return self._multi.learn_one(x, y, **kwargs)
+        try:
+            y = check_label(y)
+        except ValueError:
+            self._take_multiclass([y])  # turns multiclass, or raises
+            kwargs.pop("p", None)
+            return self._multi.learn_one(x, y, **kwargs)
         prot = self._protection
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
@@ -320,6 +489,74 @@ class VennAbersClassifier(VennAbersWrapper):
         if prot is not None:  # after the model's learn: a model error leaves all unchanged
             prot.learn(category, base, y)
 
+    # ------------------------------------------------------------------ mini-batches
+    def predict_proba_many(self, X, **kwargs):
+        """``predict_proba_one`` of every row of the ``pandas.DataFrame`` X, as a
+        ``DataFrame`` indexed as X with columns ``False`` and ``True`` (the classes, once
+        multiclass). The same numbers as row by row, computed with one batched scoring
+        where the model has one and one store pass (``streamcal.learner.minibatch``)."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        if self._multi is None and len(batch) and self._learned_nothing():
+            self._multiclass_model(batch.rows()[0])
+        if self._multi is not None:
+            return self._multi.predict_proba_many(X)
+        return batch.proba_frame([False, True], _columns(self._probabilities(batch)))
+
+    def _probabilities(self, batch) -> list[float]:
+        """The probability of True for every row (protected with ``protect``)."""
+        p0, p1 = self._state.pairs_many(batch)
+        merge = SCALAR_MERGES[self.merge]
+        ps = [merge(a, b) for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
+        prot = self._protection
+        if prot is not None:
+            rows = batch.rows()
+            if self.by is None:
+                ps = [prot.give(None, x, p) for x, p in zip(rows, ps, strict=True)]
+            else:
+                category = self._state.category
+                ps = [prot.give(category(x), x, p) for x, p in zip(rows, ps, strict=True)]
+        return ps
+
+    def predict_many(self, X, **kwargs):
+        """``predict_one`` of every row of X, as a ``pandas.Series`` indexed as X."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        if self._multi is None and len(batch) and self._learned_nothing():
+            self._multiclass_model(batch.rows()[0])
+        if self._multi is not None:
+            return self._multi.predict_many(X)
+        return batch.series([p > 0.5 for p in self._probabilities(batch)])
+
+    def learn_many(self, X, y, **kwargs) -> None:
+        """``learn_one`` of every row of the ``pandas.DataFrame`` X with its label in ``y``
+        (a ``Series``, by position): the calibration set takes every row in order; the
+        model learns as river's ``learn_many`` does where it has one, else row by row
+        (``streamcal.learner.minibatch``). Labels that are not all binary turn a classifier
+        that has learned nothing multiclass. Every label is checked before anything is
+        learned."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        labels = batch.labels(y)
+        if self._multi is None:
+            try:
+                labels = [check_label(v) for v in labels]
+            except ValueError:
+                self._take_multiclass(labels)  # turns multiclass, or raises
+        if self._multi is not None:
+            return self._multi._learn_batch(batch, labels)
+        rows = batch.rows()
+        st = self._state
+        if self._protection is None:
+            st.learn_many(rows, labels, batch=batch)
+            return
+        # With protection every row is learn_one's (its base p, its protector's label);
+        # in the default mode the model still learns the batch as one (begin_batch).
+        if hasattr(st, "begin_batch"):
+            st.begin_batch(len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn_one(x, y)
+
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the river model's own pickle, and the
         mode's state (numbers, arrays, feature dicts). ``from_state`` rebuilds it.
@@ -331,7 +568,12 @@ class VennAbersClassifier(VennAbersWrapper):
         >>> copy = VennAbersClassifier.from_state(clf.to_state())
         >>> copy.predict_interval_one({"a": 2.5}) == clf.predict_interval_one({"a": 2.5})
         True
+
+        Once multiclass, the ``VennAbersMultiClassifier`` state under ``"task":
+        "multiclass"`` (a binary state has no ``task``: it is what it always was).
         """
+        if self._multi is not None:
+            return {"task": "multiclass", **self._multi.to_state()}
         return {
             **self._settings_state(),
             "min_category": self.min_category,
@@ -358,6 +600,17 @@ class VennAbersClassifier(VennAbersWrapper):
         >>> copy.predict_interval_one(x) == clf.predict_interval_one(x)
         True
         """
+        if state.get("task") == "multiclass":
+            from streamcal.learner.multiclassifier import VennAbersMultiClassifier
+
+            multi = VennAbersMultiClassifier.from_state(state, by=by)
+            clf = cls(
+                multi.model,
+                **cls._settings_from_state(state, by),
+                max_categories=state["max_categories"],
+            )
+            clf._multi = multi
+            return clf
         settings = cls._settings_from_state(state, by)
         model = cls._model_from_state(state)
         clf = cls(
@@ -375,6 +628,28 @@ class VennAbersClassifier(VennAbersWrapper):
                 state["protection"], max_categories=bound, lookup=clf._protection.lookup
             )
         return clf
+
+
+def _is_binary(label) -> bool:
+    """Whether ``label`` is a binary label (``check_label`` takes it)."""
+    try:
+        check_label(label)
+    except ValueError:
+        return False
+    return True
+
+
+def _may_be_a_class(label) -> bool:
+    """Whether ``label`` may name a class: not None, and not a float (1.0 mostly means a
+    probability passed where a label was meant, as ``check_label`` says)."""
+    if label is None:
+        return False
+    return not isinstance(label, Real) or isinstance(label, Integral | np.bool_)
+
+
+def _columns(ps: list[float]) -> list[list[float]]:
+    """The False and True columns of probabilities ``ps`` of True (as ``predict_proba_one``)."""
+    return [[1.0 - p for p in ps], ps]
 
 
 _MODE_CLASSES = {"pretrained": PretrainedVennAbers, "sva": SimplifiedVennAbers, "va": VennAbers}

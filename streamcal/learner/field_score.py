@@ -116,5 +116,28 @@ class FieldScore(base.Classifier):
         p = self.score_one(x)
         return {False: 1.0 - p, True: p}
 
+    def score_many(self, batch):
+        """``score_one`` of every row of ``batch`` (``streamcal.learner.minibatch.Batch``)
+        as a float array, equal float for float; None if a row's field is missing or not
+        valid (then row by row, for ``score_one``'s error naming it)."""
+        import numpy as np
+
+        frame = batch.frame
+        if self.field not in frame.columns or frame[self.field].dtype.kind not in "iuf":
+            return None
+        s = frame[self.field].to_numpy(dtype=np.float64)
+        if not np.isfinite(s).all():
+            return None
+        if self.kind == "real":
+            # score_one's formula row by row (numpy's exp may differ in the last bit)
+            out = []
+            for v in s.tolist():
+                e = math.exp(-abs(v))
+                out.append(1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e))
+            return np.array(out)
+        if ((s < 0.0) | (s > 1.0)).any():
+            return None
+        return s
+
     def learn_one(self, x: dict, y) -> None:
         """Nothing: the upstream model that made the score is not taught here."""

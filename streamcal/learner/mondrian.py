@@ -26,6 +26,12 @@ shared as follows:
 * ``"sva"`` and ``"va"``: the model learns every label at once, as in the plain modes;
   the window (and, for ``"sva"``, the rescoring) is per category.
 
+The category of an object is ``by(x)`` for a function, else its feature ``x[by]``. An
+object without that feature has category None (as ``x.get(by)``: river's learners take
+objects whose features come and go), and the first such object brings a
+``MissingCategoryWarning``, once per classifier, so that a misspelt ``by`` does not pass
+silently (``categories`` then shows None as the only category).
+
 At most ``max_categories`` categories keep a state; the least recently labelled one is
 evicted when a new one arrives (``evictions`` counts them; under ``"pretrained"`` the
 evicted calibration objects go to the model, which has never seen them).
@@ -39,20 +45,32 @@ pairs.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict, deque
 
 import numpy as np
 
 from streamcal.core import ScoreStore
+from streamcal.learner.minibatch import (
+    BatchRanges,
+    learn_in_order,
+    learns_in_batches,
+    pairs_row_by_row,
+)
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_sorted
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
-__all__ = ["MondrianVennAbers", "category_of"]
+__all__ = ["MissingCategoryWarning", "MondrianVennAbers", "category_of"]
 
 _FROM_X = object()  # no category given: derive it from x with ``by``
+
+
+class MissingCategoryWarning(UserWarning):
+    """An object lacks the feature ``by`` names: its category is None. Issued at the first
+    such object of a classifier (a misspelt ``by`` shows at once)."""
 
 
 def category_of(by, x):
@@ -131,6 +149,9 @@ class MondrianVennAbers(OrdersFeatures):
     # the label the model learns for a stored label (binary: 0/1 stored, bool learned).
     _category_type = _Category
     _model_label = staticmethod(bool)
+    # Positions learned by learn_many the model has still to learn (as in the plain mode)
+    batches: BatchRanges | None = None
+    _warned = False  # the MissingCategoryWarning was given
 
     def __init__(
         self,
@@ -174,8 +195,27 @@ class MondrianVennAbers(OrdersFeatures):
             return SimplifiedVennAbers(self.model, self.window, self.refresh_every)
         return VennAbers(self.model, self.window)
 
+    def category(self, x):
+        """The category of ``x`` (see the module docstring): ``category_of``, warning at
+        the first object without the feature ``by``."""
+        by = self.by
+        if callable(by):
+            return _hashable(by(x))
+        try:
+            return _hashable(x[by])
+        except KeyError:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"an object has no feature {by!r} (by={by!r}): its category is None; a "
+                    "misspelt by? (warned once; a function of x as by= decides itself)",
+                    MissingCategoryWarning,
+                    stacklevel=4,
+                )
+            return None
+
     def predict(self, x, category=_FROM_X) -> tuple[float, float, float]:
-        c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
+        c = self.category(x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
         if st is None:
             s = score_sorted(self.model, self._order.ordered(x))
@@ -191,8 +231,29 @@ class MondrianVennAbers(OrdersFeatures):
             st._cache, st._seen = None, self._n_model_learns  # another category taught it
         return st.predict(x)
 
+    def pairs_many(self, batch):
+        """(p0, p1) arrays of every row of ``batch``: ``predict`` row by row."""
+        return pairs_row_by_row(self.predict, batch)
+
+    def learn_many(self, rows, labels, batch=None) -> None:
+        """``learn`` of every row in order. In the default mode a model with river's
+        ``learn_many`` learns the rows in this batch once they leave their categories'
+        calibration sets (``streamcal.learner.minibatch``); modes "sva" and "va" learn
+        row by row here."""
+        self.begin_batch(len(rows))
+        for x, y in zip(rows, labels, strict=True):
+            self.learn(x, y)
+
+    def begin_batch(self, n: int) -> None:
+        """The next ``n`` labels are one mini-batch (the default mode, a model with river's
+        ``learn_many``: it will learn them with one call, those that leave together)."""
+        if self.mode == "pretrained" and learns_in_batches(self.model):
+            if self.batches is None:
+                self.batches = BatchRanges()
+            self.batches.add(self.n_seen + 1, n)
+
     def learn(self, x, y: int, category=_FROM_X) -> None:
-        c = category_of(self.by, x) if category is _FROM_X else _hashable(category)
+        c = self.category(x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
         if st is None:
             if len(self.categories) >= self.max_categories:
@@ -235,8 +296,13 @@ class MondrianVennAbers(OrdersFeatures):
                 self.waiting.append((st.positions.popleft(), item[0], item[1]))
             st.n_learned += max(0, k)
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
-        for _, xo, yo in self.waiting:
-            self.model.learn_one(xo, self._model_label(yo))
+        if self.batches:  # some of them came in mini-batches
+            label = self._model_label
+            items = [(pos, xo, label(yo)) for pos, xo, yo in self.waiting]
+            learn_in_order(self.model, items, self.batches)
+        else:
+            for _, xo, yo in self.waiting:
+                self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += len(self.waiting)
         self.waiting = []
         self._size = None  # every category was cut: recomputed when read
@@ -265,7 +331,7 @@ class MondrianVennAbers(OrdersFeatures):
         category's mode state, least recently labelled first, and the objects waiting for
         the model. A callable ``by`` is not data: ``by`` is None then, and the caller
         passes it again to ``from_state``."""
-        return {
+        state = {
             "by": None if callable(self.by) else self.by,
             "categories": [[c, st.to_state()] for c, st in self.categories.items()],
             "evictions": self.evictions,
@@ -274,6 +340,9 @@ class MondrianVennAbers(OrdersFeatures):
             "waiting": [[position, x, y] for position, x, y in self.waiting],
             "n_model_learns": self._n_model_learns,
         }
+        if self.batches:  # only after learn_many: else the state is what it always was
+            state["batches"] = self.batches.to_state()
+        return state
 
     @classmethod
     def from_state(cls, state: dict, *, model, **settings) -> MondrianVennAbers:
@@ -293,6 +362,8 @@ class MondrianVennAbers(OrdersFeatures):
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.waiting = [(position, x, y) for position, x, y in state["waiting"]]
         self._n_model_learns = state["n_model_learns"]
+        if state.get("batches"):
+            self.batches = BatchRanges.from_state(state["batches"])
         if self.pooled is not None:  # the union of the categories' calibration sets
             arrays = [st.store.to_arrays() for st in self.categories.values()]
             if arrays:

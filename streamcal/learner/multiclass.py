@@ -27,7 +27,8 @@ import math
 from collections import deque
 
 from streamcal.core.multiclass import TopLabel, scheme_class
-from streamcal.learner.mondrian import _FROM_X, MondrianVennAbers, _Category, category_of
+from streamcal.learner.minibatch import BatchRanges
+from streamcal.learner.mondrian import _FROM_X, MondrianVennAbers, _Category
 from streamcal.learner.pretrained import PretrainedVennAbers
 
 __all__ = ["Classes", "MulticlassMondrian", "MulticlassPretrained", "Stores", "score_vector"]
@@ -127,6 +128,9 @@ class _MulticlassWindow:
         self._cache = (cx, self.version, s)
         return cx, s
 
+    def _batch_score(self, x):
+        return score_vector(self.model, x, self.classes)
+
     def _grown(self) -> None:
         if self.store.n_classes < len(self.classes):  # a new class: rebuild (see the module)
             self.store = self._stores(self.calibration)
@@ -155,6 +159,8 @@ class _MulticlassWindow:
         self.calibration = deque((c[0], c[1], tuple(c[2])) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]
+        if state.get("batches"):
+            self.batches = BatchRanges.from_state(state["batches"])
         self.store = self._stores(self.calibration)
 
 
@@ -212,7 +218,7 @@ class MulticlassMondrian(MondrianVennAbers):
         return self.classes.labels[y]
 
     def predict(self, x, category=_FROM_X):
-        c = category_of(self.by, x) if category is _FROM_X else category
+        c = self.category(x) if category is _FROM_X else category
         if c in self.categories:
             return super().predict(x, c)
         s = score_vector(self.model, self._order.canonical(x), self.classes)

@@ -9,6 +9,8 @@ from river import base
 
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
+from streamcal.learner.minibatch import Batch
+from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE
 from streamcal.learner.multiclass import Classes, MulticlassMondrian, MulticlassPretrained
 from streamcal.learner.settings import (
@@ -31,11 +33,13 @@ class MulticlassPrediction:
     Parameters
     ----------
     label
-        The predicted class: the model's highest-scoring class (the first seen on ties).
+        The class the top-label pair is about: the model's highest-scoring class (the
+        first seen on ties). ``predict_one`` returns the class of highest probability in
+        ``proba``, which is this one unless the calibration puts another class above it.
     p0, p1
         The top-label pair: Venn-Abers probabilities that ``label`` is right. Under
         exchangeability one of them is calibrated: over many predictions, the mean of
-        p0 <= accuracy <= the mean of p1, within sampling error.
+        p0 <= accuracy <= the mean of p1, within sampling error (3 standard errors).
     p
         Their merge: ``proba[label]``.
     proba
@@ -78,8 +82,15 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     the scheme's vector (one-vs-rest: normalised per-class merges; one-vs-one: coupled
     pairwise merges; top-label: the model's own probabilities). A normalised one-vs-rest
     or coupled vector alone does not make its largest entry calibrated, hence this
-    combination. ``predict_one`` returns the predicted class, which can differ from the
-    argmax of the vector when its calibrated probability falls below another class's.
+    combination. ``predict_one`` returns the class of highest probability in that vector
+    (river's rule), which is the model's top class unless the calibration puts another
+    class above it: so ``predict_one`` is as accurate as the calibrated probabilities,
+    which in the default mode come from a model that lags the stream (see
+    ``VennAbersClassifier``).
+
+    ``VennAbersClassifier`` turns into this class by itself on a multiclass stream (its
+    ``task`` says so); use this class directly for another ``scheme``, or when the first
+    labels of a multiclass stream may be 0 and 1. A label None is refused, as in binary.
 
     Parameters
     ----------
@@ -230,11 +241,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         return dict(zip(self.classes.labels, self._vector(s, stores)[3], strict=True))
 
     def predict_one(self, x: dict, **kwargs):
-        """The predicted class (the model's top class), None before any class is known."""
-        s, stores = self._state.predict(x, *self._category(kwargs))
-        if not self.classes.labels:
-            return None
-        return self.classes.labels[stores.top.query(s)[0]]
+        """The class of highest probability in ``predict_proba_one`` (the first seen on
+        ties), None before any class is known."""
+        return _argmax(self.predict_proba_one(x, **kwargs))
 
     def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
@@ -260,8 +269,58 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             scores=dict(zip(labels, scores, strict=True)),
         )
 
+    @property
+    def categories(self) -> list:
+        """With ``by``: the categories that have calibration stores, least recently
+        labelled first (None is the category of objects without the feature ``by``);
+        else ``[]``."""
+        return list(self._state.categories) if self.by is not None else []
+
     def learn_one(self, x: dict, y, **kwargs) -> None:
+        _check_class(y)
         self._state.learn(x, self.classes.index(y), *self._category(kwargs))
+
+    # ------------------------------------------------------------------ mini-batches
+    def predict_proba_many(self, X, **kwargs):
+        """``predict_proba_one`` of every row of the ``pandas.DataFrame`` X, as a
+        ``DataFrame`` indexed as X, one column per class known after the batch (0 for a
+        class a row's answer did not have yet). Row by row: a multiclass model's K
+        probabilities have no batched form equal to its ``predict_proba_one``."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        probas = self._probas(batch)
+        labels = list(self.classes.labels)
+        return batch.proba_frame(labels, [[p.get(c, 0.0) for p in probas] for c in labels])
+
+    def _probas(self, batch) -> list[dict]:
+        labels = self.classes.labels
+        out = []
+        for x in batch.rows():
+            s, stores = self._state.predict(x)
+            out.append(dict(zip(labels, self._vector(s, stores)[3], strict=True)))
+        return out
+
+    def predict_many(self, X, **kwargs):
+        """``predict_one`` of every row of X, as a ``pandas.Series`` indexed as X."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        return batch.series([_argmax(p) for p in self._probas(batch)])
+
+    def learn_many(self, X, y, **kwargs) -> None:
+        """``learn_one`` of every row of X with its label in ``y`` (by position): the
+        calibration sets take every row in order; the model learns as river's
+        ``learn_many`` does where it has one, else row by row
+        (``streamcal.learner.minibatch``). Every label is checked before anything is
+        learned."""
+        _no_keywords(kwargs)
+        batch = Batch(X)
+        self._learn_batch(batch, batch.labels(y))
+
+    def _learn_batch(self, batch, labels: list) -> None:
+        for y in labels:
+            _check_class(y)
+        indices = [self.classes.index(y) for y in labels]
+        self._state.learn_many(batch.rows(), indices, batch=batch)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the classes in order, the river model's
@@ -303,3 +362,20 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         period = state.get("refresh_period", before.refresh_period)
         clf._state = clf._new_state(period, state["mode_state"])
         return clf
+
+
+def _argmax(proba: dict):
+    """The key of the largest value (the first on ties, as river's ``predict_one``), or
+    None for an empty dict."""
+    return max(proba, key=proba.get) if proba else None
+
+
+def _check_class(y) -> None:
+    """ValueError for a label None (not a class: a missing label), TypeError for an
+    unhashable one, before anything is learned."""
+    if y is None:
+        raise ValueError("label None is not a class (a missing label?); as in binary, refused")
+    try:
+        hash(y)
+    except TypeError:
+        raise TypeError(f"a class label must be hashable, got {y!r}") from None

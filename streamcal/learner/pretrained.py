@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.scoring import score_sorted
+from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
+from streamcal.learner.scoring import batch_scores, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
 __all__ = ["PretrainedVennAbers"]
@@ -52,6 +53,10 @@ class PretrainedVennAbers(CalibrationWindow):
 
     # the label the model learns for a stored one (binary: 0/1 stored, bool learned)
     _model_label = staticmethod(bool)
+    # The positions learned by ``learn_many`` that the model has still to learn, in its
+    # batches (``streamcal.learner.minibatch``); None until then, so that a state learned
+    # one by one (the stream processor's) is what it always was.
+    batches: BatchRanges | None = None
 
     def __init__(self, model, window: int, refresh_every: int):
         super().__init__(model, window, refresh_every)
@@ -80,6 +85,43 @@ class PretrainedVennAbers(CalibrationWindow):
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
+    def _exact_score(self, x) -> float:
+        return self._score(x)[1]
+
+    def learn_many(self, rows, labels, batch=None) -> None:
+        """``learn`` of every row in order; a model with river's ``learn_many`` will learn
+        them in this batch (see ``streamcal.learner.minibatch``). ``rows`` are the
+        batch's own dicts in canonical order (``Batch.rows``), kept without a copy; an
+        exact batched scorer (``batch_scores``, bounds 0) scores them all at once while
+        the model stays as it is."""
+        self.begin_batch(len(rows))
+        scores = None
+        if batch is not None:
+            found = batch_scores(self.model, batch)
+            if found is not None and not found[1].any():
+                scores = found[0].tolist()
+        version = self.version
+        for i, (x, y) in enumerate(zip(rows, labels, strict=True)):
+            if scores is None or self.version != version:
+                s = self._batch_score(x)
+            else:
+                s = scores[i]
+            self._cache = (x, self.version, s)  # learn's _score: no copy, no second score
+            self.learn(x, y)
+
+    def _batch_score(self, x):
+        """The score of ``x`` (canonical) by the model as it is: ``_score`` without the
+        copy or the cache."""
+        return score_sorted(self.model, x)
+
+    def begin_batch(self, n: int) -> None:
+        """The next ``n`` labels are one mini-batch: a model with river's ``learn_many``
+        will learn them with one call (those that leave at one refresh)."""
+        if learns_in_batches(self.model):
+            if self.batches is None:
+                self.batches = BatchRanges()
+            self.batches.add(self.n_seen + 1, n)
+
     def learn(self, x, y: int) -> None:
         cx, s = self._score(x)
         self.calibration.append((cx, y, s))
@@ -90,12 +132,17 @@ class PretrainedVennAbers(CalibrationWindow):
             self._refresh(surplus)
 
     def to_state(self) -> dict:
-        """Plain data (the model is the classifier's to keep); see ``from_state``."""
+        """Plain data (the model is the classifier's to keep); see ``from_state``. The
+        mini-batches still to learn (``batches``) only if there are any."""
+        own = {}
+        if self.batches:
+            own["batches"] = self.batches.to_state()
         return self._window_state(
             calibration=[list(c) for c in self.calibration],
             n_seen=self.n_seen,
             n_learned=self.n_learned,
             version=self.version,
+            **own,
         )
 
     @classmethod
@@ -105,12 +152,23 @@ class PretrainedVennAbers(CalibrationWindow):
         self.calibration = deque(tuple(c) for c in state["calibration"])
         self.n_seen, self.n_learned = state["n_seen"], state["n_learned"]
         self.version = state["version"]
+        if state.get("batches"):
+            self.batches = BatchRanges.from_state(state["batches"])
         return self
 
     def _refresh(self, k: int) -> None:
-        for _ in range(k):
-            xo, yo, _ = self.calibration.popleft()
-            self.model.learn_one(xo, self._model_label(yo))
+        if self.batches:  # some of them came in mini-batches
+            first = self.n_seen - len(self.calibration) + 1  # the oldest one's position
+            label = self._model_label
+            items = [
+                (first + i, c[0], label(c[1]))
+                for i, c in enumerate(self.calibration.popleft() for _ in range(k))
+            ]
+            learn_in_order(self.model, items, self.batches)
+        else:
+            for _ in range(k):
+                xo, yo, _ = self.calibration.popleft()
+                self.model.learn_one(xo, self._model_label(yo))
         self.n_learned += k
         self.rescore()
 

@@ -11,6 +11,7 @@ features arrived in.
 
 from __future__ import annotations
 
+import numpy as np
 from river import compose
 
 from streamcal.core.validate import check_score
@@ -23,6 +24,8 @@ __all__ = [
     "score_sorted",
     "score_many",
     "LearnScore",
+    "batch_scores",
+    "near_held",
 ]
 
 
@@ -152,6 +155,85 @@ def _p_true(proba) -> float:
 def score_many(model, xs) -> list[float]:
     """``score_sorted`` for each (canonical) object of ``xs``, in order, with the same model."""
     return [score_sorted(model, x) for x in xs]
+
+
+# Relative rounding error of one float64 operation.
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def batch_scores(model, batch) -> tuple[np.ndarray, np.ndarray] | None:
+    """The score of every row of ``batch`` (``streamcal.learner.minibatch.Batch``) in one
+    computation, with a bound on each one's distance from ``score_sorted``'s: ``(scores,
+    bounds)``; None when this model has no batched scorer here (then score row by row).
+
+    Two kinds of model have one:
+
+    * ``FieldScore``: the field's column, checked as ``score_one`` checks it; exact
+      (bounds 0).
+    * ``LogisticRegression`` alone or after one ``StandardScaler`` (river's defaults: log
+      loss, zero initial weights), numeric features without NaN: the logit summed with
+      numpy (``streamcal.learner.linear.score_rows``). Only the rounding differs from
+      river's ``predict_proba_one``; the bound covers it with a wide margin: per row,
+      ``4 (2d + 12) eps (sum |w_j x_j| + |b| + 1) + 1e-12`` for d features (the sums'
+      and the scaling's rounding in both computations, the sigmoid's slope of at most
+      1/4, and the clipping at |logit| = 30).
+
+    The bound lets a Venn-Abers answer be read from the batched score exactly: the store's
+    answer depends only on which held scores are below, equal to or above the score, so a
+    batched score farther than its bound from every held score gets the one-by-one score's
+    answer (``near_held`` finds the others).
+
+    >>> import pandas as pd
+    >>> from river import linear_model, preprocessing
+    >>> from streamcal.learner.minibatch import Batch
+    >>> model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    >>> for i in range(50):
+    ...     model.learn_one({"a": float(i % 7), "b": float(i % 3)}, i % 7 > i % 3)
+    >>> X = pd.DataFrame({"a": [1.0, 5.0], "b": [2.0, 0.0]})
+    >>> scores, bounds = batch_scores(model, Batch(X))
+    >>> one = [score_one(model, x) for x in Batch(X).rows()]
+    >>> bool((abs(scores - one) <= bounds).all()), bool((bounds < 1e-11).all())
+    (True, True)
+    """
+    from streamcal.learner.field_score import FieldScore
+    from streamcal.learner.linear import linear_parts, score_rows
+
+    if type(model) is FieldScore:
+        scores = model.score_many(batch)
+        return None if scores is None else (scores, np.zeros(len(scores)))
+    parts = linear_parts(model)
+    if parts is None or type(parts[1].initializer).__name__ != "Zeros":
+        return None
+    X = batch.matrix()
+    if X is None:
+        return None
+    scores = score_rows(parts, batch.columns, X)
+    scaler, lr = parts
+    weights = lr._weights
+    w = np.array([weights[k] if k in weights else 0.0 for k in batch.columns])
+    if scaler is not None:
+        means, var = scaler.means, scaler.vars
+        m = np.array([means.get(k, 0.0) for k in batch.columns])
+        v = np.array([var.get(k, 0.0) for k in batch.columns])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            X = np.where(v > 0, (X - m) / np.where(v > 0, np.sqrt(v), 1.0), 0.0)
+    size = np.abs(X * w).sum(axis=1) + abs(lr.intercept) + 1.0
+    d = X.shape[1]
+    return scores, 4.0 * (2 * d + 12) * _EPS * size + 1e-12
+
+
+def near_held(held: np.ndarray, scores: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Which ``scores`` lie within their ``bounds`` of a score in ``held`` (sorted).
+
+    >>> near_held(np.array([0.2, 0.5]), np.array([0.1, 0.5, 0.2001]), np.array([1e-3] * 3))
+    array([False,  True,  True])
+    """
+    if len(held) == 0:
+        return np.zeros(len(scores), dtype=bool)
+    i = np.searchsorted(held, scores)
+    below = held[np.maximum(i - 1, 0)]
+    above = held[np.minimum(i, len(held) - 1)]
+    return (np.abs(scores - below) <= bounds) | (np.abs(above - scores) <= bounds)
 
 
 class LearnScore:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from streamcal.learner.minibatch import learns_in_batches
 from streamcal.learner.scoring import LearnScore, score_sorted
 from streamcal.learner.window import CalibrationWindow
 
@@ -69,11 +70,33 @@ class SimplifiedVennAbers(CalibrationWindow):
         p0, p1 = self.store.query(s)
         return s, p0, p1
 
+    def _exact_score(self, x) -> float:
+        return score_sorted(self.model, self._order.ordered(x))
+
     def learn(self, x, y: int) -> None:
         keep = self.refresh_every and self.window is not None
         # the order the model always sees; a copy only if the features are kept
         x = self._order.canonical(x) if keep else self._order.ordered(x)
-        s = self._learn_score(x, bool(y))
+        self._add(x, y, self._learn_score(x, bool(y)), keep)
+
+    def learn_many(self, rows, labels, batch=None) -> None:
+        """A model with river's ``learn_many`` learns the batch at once, then every row
+        is scored in sample and stored in order (Algorithm 2 with the batch); else
+        ``learn`` row by row."""
+        if not learns_in_batches(self.model):
+            for x, y in zip(rows, labels, strict=True):
+                self.learn(x, y)
+            return
+        import pandas as pd
+
+        keep = self.refresh_every and self.window is not None
+        xs = [self._order.canonical(x) for x in rows]
+        self.model.learn_many(pd.DataFrame(xs), pd.Series([bool(y) for y in labels]))
+        for x, y in zip(xs, labels, strict=True):
+            self._add(x, y, score_sorted(self.model, x), keep)
+
+    def _add(self, x, y: int, s: float, keep) -> None:
+        """Store the pair of ``x`` (learned, scored ``s``): the window and its rescoring."""
         self.store.add(s, y)
         self.n_seen += 1
         if self.window is None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from streamcal.core import venn_abers
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
+from streamcal.learner.minibatch import learns_in_batches, pairs_row_by_row
 from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many, score_sorted
 
 __all__ = ["VennAbers"]
@@ -108,6 +109,28 @@ class VennAbers(OrdersFeatures):
     def learn(self, x, y: int) -> None:
         x = self._order.canonical(x)  # a copy, in the order the model always sees
         self.model.learn_one(x, bool(y))
+        self._keep(x, y)
+
+    def learn_many(self, rows, labels, batch=None) -> None:
+        """A model with river's ``learn_many`` learns the batch at once, then the window
+        takes every row in order; else ``learn`` row by row."""
+        if not learns_in_batches(self.model):
+            for x, y in zip(rows, labels, strict=True):
+                self.learn(x, y)
+            return
+        import pandas as pd
+
+        xs = [self._order.canonical(x) for x in rows]
+        self.model.learn_many(pd.DataFrame(xs), pd.Series([bool(y) for y in labels]))
+        for x, y in zip(xs, labels, strict=True):
+            self._keep(x, y)
+
+    def pairs_many(self, batch):
+        """(p0, p1) arrays of every row of ``batch``: ``predict`` row by row."""
+        return pairs_row_by_row(self.predict, batch)
+
+    def _keep(self, x, y: int) -> None:
+        """The window takes the learned object ``x`` (canonical)."""
         self.version += 1
         self.objects.append((x, y))
         if self.matrix is not None:

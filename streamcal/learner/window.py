@@ -14,8 +14,16 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.core import ScoreStore
-from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many
+import numpy as np
+
+from streamcal.core import ScoreStore, venn_abers
+from streamcal.learner.scoring import (
+    FeatureOrder,
+    OrdersFeatures,
+    batch_scores,
+    near_held,
+    score_many,
+)
 
 __all__ = ["CalibrationWindow"]
 
@@ -29,6 +37,37 @@ class CalibrationWindow(OrdersFeatures):
         self.refresh_every = refresh_every
         self.store = ScoreStore()
         self._order = FeatureOrder()
+
+    def _exact_score(self, x) -> float:
+        """The score ``predict`` gives ``x`` (the subclass's)."""
+        raise NotImplementedError
+
+    def pairs_many(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        """(p0, p1) arrays of every row of ``batch``, equal to ``predict``'s row by row:
+        one batched scoring where the model has one (rows that it cannot place exactly
+        against the held scores are scored one by one, see ``batch_scores``), then one
+        pass over the store: the batch form ``venn_abers`` (the same exact fractions as
+        the store's queries) for a batch of at least 1/8 of the store, else a query per
+        row in one call."""
+        held = None
+        found = batch_scores(self.model, batch)
+        if found is None:
+            scores = np.array([self._exact_score(x) for x in batch.rows()], dtype=np.float64)
+        else:
+            scores, bounds = found
+            if bounds.any():  # an exact batched scorer (bounds 0) places every row itself
+                held = self.store.to_arrays()
+                near = np.flatnonzero(near_held(held[0], scores, bounds))
+                if len(near):
+                    scores = scores.copy()
+                    for i in near.tolist():
+                        scores[i] = self._exact_score(batch.row(i))
+        if len(scores) == 0:
+            return np.zeros(0), np.zeros(0)
+        if 8 * len(scores) >= len(self.store):
+            held = self.store.to_arrays() if held is None else held
+            return venn_abers(held[0], held[1], scores)
+        return self.store.query_many(scores)
 
     def _window_state(self, **own) -> dict:
         """Plain data of the shared parts, plus the subclass's ``own`` entries."""

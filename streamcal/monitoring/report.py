@@ -48,7 +48,18 @@ from streamcal.monitoring.multiclass_predictions import multiclass_log_from_pred
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
 
-__all__ = ["write_report", "summary", "corollary1_verdict", "MissingDependencyError"]
+__all__ = [
+    "SAMPLING_ERROR_SE",
+    "write_report",
+    "summary",
+    "corollary1_verdict",
+    "MissingDependencyError",
+]
+
+# How far the frequency of 1s may lie outside [mean p0, mean p1], in standard errors of the
+# frequency, for Corollary 1 to "hold within sampling error": the one number behind the
+# verdict (report, demo summary) and the grey bands of the figures, which the texts quote.
+SAMPLING_ERROR_SE = 3
 
 FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
 CATEGORY_FIGURE = "categories.png"
@@ -109,8 +120,9 @@ def _reliability_panel(fig, spec, bins, title, colour):
     xs = [b["mean_pred"] for b in full]
     fs = [b["frequency"] for b in full]
     ci = [wilson_interval(round(b["frequency"] * b["count"]), b["count"]) for b in full]
-    yerr = [[f - lo for f, (lo, _) in zip(fs, ci, strict=True)]]
-    yerr.append([hi - f for f, (_, hi) in zip(fs, ci, strict=True)])
+    # clamped: at a frequency of 0 or 1 the interval's end can round a hair inside it
+    yerr = [[max(0.0, f - lo) for f, (lo, _) in zip(fs, ci, strict=True)]]
+    yerr.append([max(0.0, hi - f) for f, (_, hi) in zip(fs, ci, strict=True)])
     ax.errorbar(
         xs,
         fs,
@@ -262,15 +274,16 @@ def band_figure(log, path: Path) -> None:
     top, bottom = fig.add_gridspec(2, 1, height_ratios=(1, 1)).subplots(sharex=True)
     x = _series(log, "labels")
     p0, p1, f = _series(log, "mean_p0"), _series(log, "mean_p1"), _series(log, "frequency")
+    k = SAMPLING_ERROR_SE
     se = [
-        2 * math.sqrt(fi * (1 - fi) / n) if n > 0 else math.nan for fi, n in zip(f, x, strict=True)
+        k * math.sqrt(fi * (1 - fi) / n) if n > 0 else math.nan for fi, n in zip(f, x, strict=True)
     ]
     top.fill_between(x, p0, p1, color=_CAL, alpha=0.3, lw=0, label="[mean p0, mean p1]")
     top.plot(x, f, color="black", lw=1.2, label="frequency of 1")
     top.set_ylabel("probability")
     # The band is often narrower than a line: show it again relative to the frequency.
     bottom.fill_between(
-        x, [-s for s in se], se, color="black", alpha=0.15, lw=0, label="±2 SE of the frequency"
+        x, [-s for s in se], se, color="black", alpha=0.15, lw=0, label=f"±{k} SE of the frequency"
     )
     bottom.fill_between(
         x,
@@ -294,7 +307,7 @@ def band_figure(log, path: Path) -> None:
 
 def category_band_figure(rows: list[dict], path: Path, name: str = schema.CATEGORY) -> None:
     """One row per category (or per class: ``name="class"``): [mean p0, mean p1] as a
-    bar, the frequency with ±2 s.e."""
+    bar, the frequency with ±``SAMPLING_ERROR_SE`` standard errors."""
     fig = _figure(7.0, 1.2 + 0.32 * len(rows))
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]  # the first row on top
@@ -305,8 +318,9 @@ def category_band_figure(rows: list[dict], path: Path, name: str = schema.CATEGO
         ax.plot([p0, p1], [y, y], color=_CAL, lw=7, alpha=0.45, solid_capstyle="butt",
                 label="[mean p0, mean p1]" if y == ys[0] else None)  # fmt: skip
         se = math.sqrt(f * (1 - f) / n)
-        ax.errorbar(f, y, xerr=2 * se, fmt="o", color="black", ms=4, capsize=3,
-                    label="frequency of 1, ±2 SE" if y == ys[0] else None)  # fmt: skip
+        k = SAMPLING_ERROR_SE
+        ax.errorbar(f, y, xerr=k * se, fmt="o", color="black", ms=4, capsize=3,
+                    label=f"frequency of 1, ±{k} SE" if y == ys[0] else None)  # fmt: skip
     ax.set_yticks(ys, [f"{r[name]} ({r.get('labels') or 0})" for r in rows], fontsize=8)
     ax.set_xlabel("probability")
     ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -316,12 +330,14 @@ def category_band_figure(rows: list[dict], path: Path, name: str = schema.CATEGO
 
 
 def corollary1_verdict(last: dict) -> str:
-    """Where the frequency of 1s lies relative to [mean p0, mean p1], in standard errors.
+    """Where the frequency of 1s lies relative to [mean p0, mean p1], in standard errors of
+    the frequency: outside by at most ``SAMPLING_ERROR_SE`` (3) it holds within sampling
+    error, beyond that it is violated.
 
     >>> corollary1_verdict({"labels": 100, "mean_p0": 0.3, "frequency": 0.35, "mean_p1": 0.4})
     'holds: mean p0 <= frequency <= mean p1'
     >>> corollary1_verdict({"labels": 100, "mean_p0": 0.3, "frequency": 0.45, "mean_p1": 0.4})
-    'holds within sampling error: frequency is 1.0 SE above mean p1'
+    'holds within sampling error (at most 3 SE): frequency is 1.0 SE above mean p1'
     >>> corollary1_verdict({"labels": 10000, "mean_p0": 0.3, "frequency": 0.45, "mean_p1": 0.4})
     'violated: frequency is 10.0 SE above mean p1'
     """
@@ -332,7 +348,8 @@ def corollary1_verdict(last: dict) -> str:
         return "holds: mean p0 <= frequency <= mean p1"
     se = math.sqrt(max(f * (1 - f), 1.0 / n) / n)
     k, side = ((p0 - f) / se, "below mean p0") if f < p0 else ((f - p1) / se, "above mean p1")
-    head = "holds within sampling error" if k <= 3 else "violated"
+    limit = SAMPLING_ERROR_SE
+    head = f"holds within sampling error (at most {limit} SE)" if k <= limit else "violated"
     return f"{head}: frequency is {k:.1f} SE {side}"
 
 
@@ -436,14 +453,16 @@ _READING = {
     ),
     CATEGORY_FIGURE: (
         "Corollary 1 per category (the top categories by volume, then all others together; "
-        "labels in brackets): the frequency of 1s (black, ±2 standard errors) should meet the "
+        f"labels in brackets): the frequency of 1s (black, ±{SAMPLING_ERROR_SE} standard errors) "
+        "should meet the "
         "blue bar [mean p0, mean p1] in every row. A Mondrian calibrator promises it per "
         "category; a pooled one only on average, and a row whose dot lies clear of its bar is "
         "a segment where 0.9 does not mean 90%."
     ),
     CLASS_FIGURE: (
         "Corollary 1 per class (one-vs-rest; predictions with a pair for the class in "
-        "brackets): how often the label was the class (black, ±2 standard errors) should "
+        f"brackets): how often the label was the class (black, ±{SAMPLING_ERROR_SE} standard "
+        "errors) should "
         "meet the blue bar [mean p0, mean p1] of that class in every row."
     ),
     PROTECTION_FIGURE: (
@@ -459,7 +478,8 @@ _READING = {
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
         "frequency of 1s (black) lies between mean p0 and mean p1 (blue band), up to sampling "
         "error. The lower panel subtracts the frequency: the blue band should touch the grey "
-        "±2 standard-error band around 0. Leaving it for long means the stream is not "
+        f"±{SAMPLING_ERROR_SE} standard-error band around 0 (the report's verdict allows "
+        f"{SAMPLING_ERROR_SE}). Leaving it for long means the stream is not "
         "exchangeable (drift) or something upstream is broken."
     ),
 }

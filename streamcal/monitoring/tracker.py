@@ -218,7 +218,8 @@ class CalibrationTracker:
     (Lemma 3 of Vovk & Petej: 0 < p < 1), a raw score may.
 
     Corollary 1 of Vovk & Petej: under exchangeability, ``mean_p0 <= frequency <= mean_p1``
-    up to sampling error (about sqrt(f (1 - f) / n) on the frequency). A Mondrian
+    up to sampling error: the report allows 3 standard errors of the frequency,
+    sqrt(f (1 - f) / n) each (``monitoring.report.SAMPLING_ERROR_SE``). A Mondrian
     calibrator promises it inside every category: pass ``category`` to check that too.
 
     >>> t = CalibrationTracker(window=2, bins=2)

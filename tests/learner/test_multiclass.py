@@ -57,6 +57,8 @@ def _estimator_cases():
 
 
 @pytest.mark.parametrize(("scheme", "by"), list(_estimator_cases()))
+# river's checks drop features, the by one included: the warning is expected
+@pytest.mark.filterwarnings("ignore::streamcal.learner.mondrian.MissingCategoryWarning")
 def test_check_estimator(scheme, by):
     clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), scheme=scheme, window=50, by=by)
     checks.check_estimator(clf)
@@ -76,7 +78,7 @@ def test_every_class_seen_gets_a_probability_and_they_sum_to_one(scheme):
     clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), scheme=scheme, window=20)
     assert clf.predict_proba_one({"a": 1.0}) == {}
     assert clf.predict_one({"a": 1.0}) is None
-    labels = ["a", 7, ("t", 1), None]  # any hashable; classes arrive one by one
+    labels = ["a", 7, ("t", 1), frozenset("z")]  # any hashable; classes arrive one by one
     seen = []
     for i in range(200):
         n_known = min(i // 50, 3) + 1  # a new class every 50 events
@@ -90,7 +92,7 @@ def test_every_class_seen_gets_a_probability_and_they_sum_to_one(scheme):
         assert math.isclose(sum(proba.values()), 1.0)
         assert all(0.0 <= p <= 1.0 for p in proba.values())
         pred = clf.predict_interval_one(x)
-        assert pred.label == clf.predict_one(x) and pred.proba == proba
+        assert clf.predict_one(x) == max(proba, key=proba.get) and pred.proba == proba
         assert pred.p == proba[pred.label] and pred.p0 <= pred.p <= pred.p1
     assert seen == labels
 
@@ -249,11 +251,13 @@ def test_bands_hold_for_every_model_scheme_and_data_set(data, model, scheme):
 
 
 def test_binary_classifier_is_untouched_by_a_multiclass_one():
-    """The binary classifier still refuses a multiclass label with its own message."""
+    """The binary classifier that has learned binary labels refuses another class, naming
+    the multiclass one (tests/learner/test_front_door.py has the rest)."""
     from streamcal import VennAbersClassifier
 
     clf = VennAbersClassifier(naive_bayes.GaussianNB())
-    with pytest.raises(ValueError, match="label must be 0/1"):
+    clf.learn_one({"a": 1.0}, True)
+    with pytest.raises(ValueError, match="label must be 0/1.*VennAbersMultiClassifier"):
         clf.learn_one({"a": 1.0}, "sky")
     both = list(itertools.islice(datasets.Phishing(), 50))
     multi = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20)

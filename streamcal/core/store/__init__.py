@@ -11,10 +11,14 @@ Two backends with the same interface and the same answers, bit for bit:
   numpy-vectorised scans of one PAVA block; runs wherever numpy runs.
 
 ``ScoreStore()`` picks one: ``backend=`` if given, else the ``STREAMCAL_STORE_BACKEND``
-environment variable, else ``"auto"`` (numba if it imports and works, else python; one
-log line says which and why). The state is the tie-pooled groups as plain arrays
-(``to_state`` / ``from_state``), so a store pickled or checkpointed by one backend loads
-in the other.
+environment variable, else ``"auto"`` (numba if it imports and works, else python). When
+``"auto"`` falls back to python it says so once, as a ``StoreBackendWarning`` (a
+``RuntimeWarning``) that a user can filter like any warning::
+
+    warnings.filterwarnings("ignore", category=StoreBackendWarning)
+
+The state is the tie-pooled groups as plain arrays (``to_state`` / ``from_state``), so a
+store pickled or checkpointed by one backend loads in the other.
 
 Speed (``benchmarks/store.py``, median µs per query + add, 2-core machine shared with
 other jobs; python / numba): see the table in README.md ("The score store").
@@ -24,13 +28,14 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 
 import numpy as np
 
 from streamcal.core.ties import group_ties, ungroup
 from streamcal.core.validate import check_arrays
 
-__all__ = ["BACKENDS", "STATE_FORMAT", "ScoreStore", "backend_class"]
+__all__ = ["BACKENDS", "STATE_FORMAT", "ScoreStore", "StoreBackendWarning", "backend_class"]
 
 BACKENDS = ("auto", "numba", "python")
 ENV_BACKEND = "STREAMCAL_STORE_BACKEND"
@@ -38,6 +43,11 @@ STATE_FORMAT = 1  # version of to_state()'s layout; from_state refuses newer one
 
 _log = logging.getLogger(__name__)
 _auto: type | None = None
+
+
+class StoreBackendWarning(RuntimeWarning):
+    """The automatic choice of the score store fell back to pure Python (numba missing or
+    not working): answers are the same, each event costs more. Issued once per process."""
 
 
 def backend_class(name: str | None = None) -> type[ScoreStore]:
@@ -83,7 +93,13 @@ def _auto_class() -> type[ScoreStore]:
 
             _auto = PythonStore
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            _log.warning("score store backend: python (sortedcontainers); numba: %s", reason)
+            # A warning, not a log line: a library user filters it by its category.
+            message = (
+                f"score store backend: python (sortedcontainers), numba unavailable ({reason}); "
+                "same answers, several times the cost per event: pip install "
+                "'streamcal-va[fast]' adds numba"
+            )
+            warnings.warn(message, StoreBackendWarning, stacklevel=2)
     return _auto
 
 

@@ -1,0 +1,152 @@
+"""MetricLogWriter: the metric log of a library loop, the file ``streamcal report`` reads.
+
+The stream processor writes a metric log as it runs (``docs/processor.md``); a river loop
+in a script or a notebook writes the same file with this: one ``update`` per labelled
+prediction, a line every ``every`` labels (``CalibrationTracker.snapshot``), and on
+``close`` the final line with the reliability bins, then one line per category (with
+``category=``) and, for multiclass predictions, per class. ``write_report`` and
+``streamcal report`` read it as they read the processor's.
+
+A prediction is what ``predict_interval_one`` returned: a ``VennAbersInterval`` (binary:
+p0, p1, p, the raw score and, with ``protect=``, the protected p), or a
+``MulticlassPrediction`` (the top-label pair, every class's probability, the per-class
+pairs and the model's scores), which makes the log a multiclass one. The protector's
+state is the tracker's to record, as the processor does: ``update_protection``.
+
+>>> import tempfile, pathlib
+>>> from streamcal.learner import VennAbersInterval
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "metrics.jsonl"
+>>> with MetricLogWriter(path, every=2) as log:
+...     for y in (0, 1, 1):
+...         log.update(VennAbersInterval(p0=0.2, p1=0.6, p=0.43, score=0.7), y)
+>>> from streamcal.monitoring import read_metric_log
+>>> [line["labels"] for line in read_metric_log(path)]
+[2, 3]
+"""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from streamcal.core.validate import check_label
+from streamcal.monitoring.multiclass_tracker import MulticlassTracker
+from streamcal.monitoring.tracker import CalibrationTracker
+
+__all__ = ["MetricLogWriter"]
+
+
+class MetricLogWriter:
+    """Write a metric log of labelled predictions (see the module docstring).
+
+    Parameters
+    ----------
+    path
+        The JSON-lines file to write (truncated first, unless ``append``).
+    every
+        A line every this many labels (the processor's ``--metrics-every``).
+    window, bins, top_k
+        The tracker's (``CalibrationTracker``): labels behind the ``recent_*`` figures,
+        reliability bins, categories charted one by one.
+    append
+        Add to an existing log instead of starting a new one.
+    """
+
+    def __init__(
+        self,
+        path,
+        every: int = 1000,
+        *,
+        window: int = 1000,
+        bins: int = 10,
+        top_k: int = 10,
+        append: bool = False,
+    ):
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.path = os.fspath(path)
+        self.every = every
+        self._settings = {"window": window, "bins": bins, "top_k": top_k}
+        self.tracker: CalibrationTracker | MulticlassTracker | None = None
+        self._file = open(self.path, "ab" if append else "wb")  # noqa: SIM115 - closed by close()
+
+    def _tracker(self, multiclass: bool):
+        if self.tracker is None:
+            kind = MulticlassTracker if multiclass else CalibrationTracker
+            self.tracker = kind(**self._settings)
+        elif isinstance(self.tracker, MulticlassTracker) != multiclass:
+            raise ValueError("a metric log is of binary or of multiclass predictions, not both")
+        return self.tracker
+
+    @property
+    def labels(self) -> int:
+        """Labelled predictions so far."""
+        tracker = self.tracker
+        if tracker is None:
+            return 0
+        return tracker.top.labels if isinstance(tracker, MulticlassTracker) else tracker.labels
+
+    def update(self, prediction, y, category=None) -> None:
+        """Add the labelled ``prediction`` (what ``predict_interval_one`` gave before the
+        label ``y`` came), of ``category`` if given; a line every ``every`` labels.
+        ValueError (nothing recorded) on bad input."""
+        if self._file.closed:
+            raise ValueError("the metric log is closed")
+        if hasattr(prediction, "proba"):  # a MulticlassPrediction
+            # per-class pairs: one-vs-rest's (one-vs-one's are of pairs of classes)
+            pairs = prediction.intervals
+            pairs = pairs if pairs and set(pairs) <= set(prediction.proba) else None
+            self._tracker(True).update(
+                prediction.label, prediction.p0, prediction.p1, prediction.p,
+                prediction.proba, y, scores=prediction.scores, intervals=pairs,
+                category=category,
+            )  # fmt: skip
+        else:
+            try:
+                check_label(y)
+            except ValueError:
+                raise ValueError(
+                    f"a binary prediction with label {y!r}: on a multiclass stream, a "
+                    "VennAbersClassifier's prediction before its first label is binary (it "
+                    "could not know yet); record from clf.task == 'multiclass' on"
+                ) from None
+            self._tracker(False).update(
+                prediction.p0, prediction.p1, y, score=prediction.score, p=prediction.p,
+                category=category, p_protected=getattr(prediction, "p_protected", None),
+            )  # fmt: skip
+        if self.labels % self.every == 0:
+            self._write(self.tracker.snapshot())
+
+    def update_protection(self, log_martingale, alarm, alarm_at=None, alpha=0.01, category=None):
+        """Record the protector's state after a label (``CalibrationTracker.
+        update_protection``); the next line shows it."""
+        self._tracker(False).update_protection(log_martingale, alarm, alarm_at, alpha, category)
+
+    def _write(self, line: dict) -> None:
+        self._file.write(orjson.dumps(line) + b"\n")
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        """Write the final line (with the reliability bins), the per-category and
+        per-class lines, and close the file. Closing twice does nothing."""
+        if self._file.closed:
+            return
+        try:
+            if self.tracker is not None and self.labels:
+                self._write(self.tracker.snapshot(reliability=True))
+                for line in self.tracker.category_snapshots():
+                    self._write(line)
+                if isinstance(self.tracker, MulticlassTracker):
+                    for line in self.tracker.class_snapshots():
+                        self._write(line)
+        finally:
+            self._file.close()
+
+    def __enter__(self) -> MetricLogWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
