@@ -1,0 +1,259 @@
+"""The classifier's alarm: conformal test martingales (``streamcal.core.ConformalAlarm``) fed
+from the classifier's own scores, one per category.
+
+What feeds the score part depends on the mode, since its scorer must not have seen the
+objects it ranks nor the bag (see ``streamcal.core.conformal_alarm``):
+
+* ``"pretrained"`` (and every mode object built like it: Mondrian categories, the
+  multiclass windows, ``FieldScore``): the model is frozen between refreshes, and the
+  object's score by it is already in the calibration set: **no extra scoring**. A refresh
+  restarts the score part; its bag is the set-aside objects still in the calibration set
+  after the refresh (the model learned only older ones), whose new scores the refresh
+  has just computed. The label that triggers a refresh is the first of the new segment.
+* ``"sva"`` and ``"va"``: the model learns every label, so its scores of two objects are
+  never by one scorer. The alarm keeps a frozen copy of the model (a *snapshot*, taken
+  every ``2 * window`` labels of the category) and scores each labelled object with it:
+  one extra model score per label. The snapshot has learned every object before it, so
+  nothing earlier can be its bag: each snapshot's segment starts with an empty bag (valid,
+  though its first p-values are coarse) and nothing is set aside.
+
+With ``by``, each category has its own alarm (created at its first label; dropped with
+the category's calibration when ``max_categories`` evicts it): the category's labels,
+ranked among its own, test the exchangeability of that category's sub-stream, which is
+what Mondrian calibration assumes. The classifier's ``alarm`` is any category's: with k
+categories each alarm has level alpha, so some alarm fires falsely with probability at
+most k * alpha (a union bound; ``alpha / k`` gives alpha overall for k known categories).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import OrderedDict
+
+from streamcal.core.conformal_alarm import ConformalAlarm
+from streamcal.learner.scoring import FeatureOrder, score_sorted
+
+__all__ = ["ALARM_KEYS", "Alarm", "SNAPSHOT_WINDOWS", "conformity", "snapshot_period"]
+
+SNAPSHOT_WINDOWS = 2  # sva / va: a new snapshot every this many windows of labels
+ALARM_KEYS = ("alpha",)  # the keys of ``protect`` that are the alarm's
+
+_NO_MAX = (float("-inf"), None)
+
+
+def snapshot_period(window: int | None) -> int:
+    """Labels between two snapshots of the model ("sva", "va"): ``SNAPSHOT_WINDOWS``
+    windows (of the default window when there is none).
+
+    >>> snapshot_period(300), snapshot_period(None)
+    (600, 2000)
+    """
+    return SNAPSHOT_WINDOWS * (1000 if window is None else window)
+
+
+def conformity(s, y: int) -> float:
+    """How well score ``s`` fits label ``y``: for a binary score (P(True)), ``s`` if y = 1
+    and ``-s`` if y = 0; for a score vector, the class's entry (0 for a class it lacks).
+
+    >>> conformity(0.8, 1), conformity(0.8, 0), conformity((0.1, 0.7), 1), conformity((0.3,), 2)
+    (0.8, -0.8, 0.7, 0.0)
+    """
+    if isinstance(s, tuple):
+        return s[y] if y < len(s) else 0.0
+    return s if y else -s
+
+
+def _seed(i: int) -> int:
+    """A distinct draw seed for the i-th alarm (any fixed function of a count is fine: the
+    draws only need to be independent of the data)."""
+    return (2654435761 * (i + 1)) % 4294967291 or 1
+
+
+class _Feed:
+    """One category's alarm and where its scores come from (see the module docstring)."""
+
+    __slots__ = ("alarm", "version", "reserves", "snapshot", "order", "seen", "low_n")
+
+    def __init__(self, params: dict, seed: int, snapshot: bool):
+        self.alarm = ConformalAlarm(**params, seed=seed)
+        if snapshot:
+            self.alarm = ConformalAlarm(**{**params, "reserve_every": 0}, seed=seed)
+        self.version = None  # the pretrained state's version the segment scores with
+        self.reserves: list = []  # the state's n_seen of each set-aside label
+        self.snapshot = None  # sva / va: the frozen copy of the model
+        self.order = FeatureOrder() if snapshot else None
+        self.seen = 0  # labels of this feed (sva / va: the snapshot's age)
+        self.low_n = 0  # the classifier's label count where this alarm's ln S was lowest
+
+    def learn_pretrained(self, st, y: int) -> None:
+        """After ``st.learn(x, y)``: rank the newest calibration object's score."""
+        cal = st.calibration
+        if st.version != self.version:
+            if self.version is not None:  # a refresh: the set-aside objects still held
+                scores, labels = [], []
+                base = len(cal) - st.n_seen - 1  # calibration index of label number 0
+                for r in self.reserves:
+                    i = base + r
+                    if 0 <= i < len(cal) - 1:  # not learned by the new scorer, not this one
+                        item = cal[i]
+                        scores.append(conformity(item[2], item[1]))
+                        labels.append(item[1])
+                self.alarm.restart(scores, labels)
+            self.reserves = []
+            self.version = st.version
+        item = cal[-1]
+        self.alarm.learn(y, conformity(item[2], y))
+        if self.alarm.set_aside:
+            self.reserves.append(st.n_seen)
+
+    def learn_snapshot(self, model, x: dict, y: int, period: int) -> None:
+        """sva / va: rank x's score by the snapshot (taken before x was learned)."""
+        if self.snapshot is None or self.seen % period == 0:
+            # taken after x was learned would have seen x: the caller calls this first
+            self.snapshot = pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+            self.alarm.restart()
+        self.seen += 1
+        s = score_sorted(self.snapshot, self.order.ordered(x))
+        self.alarm.learn(y, conformity(s, y))
+
+    def to_state(self) -> dict:
+        return {
+            "alarm": self.alarm.to_state(),
+            "version": self.version,
+            "reserves": list(self.reserves),
+            "snapshot": None if self.snapshot is None else pickle.dumps(self.snapshot),
+            "seen": self.seen,
+            "low_n": self.low_n,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> _Feed:
+        self = cls.__new__(cls)
+        self.alarm = ConformalAlarm.from_state(state["alarm"])
+        self.version, self.reserves = state["version"], list(state["reserves"])
+        snap = state["snapshot"]
+        self.snapshot = None if snap is None else pickle.loads(snap)
+        self.order = FeatureOrder() if self.alarm.reserve_every == 0 else None
+        self.seen, self.low_n = state["seen"], state["low_n"]
+        return self
+
+
+class Alarm:
+    """The alarms of a classifier, by category (``None`` without ``by``).
+
+    ``params`` are ``ConformalAlarm``'s (``alpha``, ...). ``mode`` says where the scores
+    come from: ``"pretrained"`` reads the mode state's calibration set; ``"sva"`` and
+    ``"va"`` score with a snapshot every ``period`` labels of the category.
+
+    The labels flip at label 600 (same objects, same prior; a pretrained model whose
+    scores, frozen between refreshes, no longer fit the labels):
+
+    >>> import random
+    >>> from river import linear_model
+    >>> from streamcal.learner.pretrained import PretrainedVennAbers
+    >>> rng = random.Random(0)
+    >>> st = PretrainedVennAbers(linear_model.LogisticRegression(), window=200, refresh_every=200)
+    >>> alarm = Alarm({"alpha": 0.01}, mode="pretrained")
+    >>> for i in range(1200):
+    ...     x = {"a": rng.gauss(0, 1)}
+    ...     y = int(rng.random() < (0.9 if (x["a"] > 0) == (i < 600) else 0.1))
+    ...     st.learn(x, y)
+    ...     alarm.learn(None, st, x, y)
+    >>> alarm.alarm_at, alarm.onset, alarm.n
+    (636, 585, 1200)
+    """
+
+    def __init__(self, params: dict, mode: str = "pretrained", period: int | None = None,
+                 max_categories: int | None = None):  # fmt: skip
+        self.params = dict(params)
+        self.mode = mode
+        self.period = period
+        self.max_categories = max_categories
+        self.feeds: OrderedDict = OrderedDict()  # category -> _Feed, least recently labelled first
+        self.created = 0  # feeds created so far: the seed of the next
+        self.n = 0  # labels learned, all categories
+        self.alarm_at: int | None = None  # self.n when the first category's alarm fired
+        self.onset: int | None = None  # that category's onset, on self.n's scale
+        self._max: tuple | None = _NO_MAX
+
+    @property
+    def log_martingale(self) -> float:
+        """The largest ln S over the categories (0 before any label)."""
+        if self._max is None:
+            self._max = max(((f.alarm.log_martingale, c) for c, f in self.feeds.items()),
+                            key=lambda lc: lc[0], default=_NO_MAX)  # fmt: skip
+        return self._max[0] if self.feeds else 0.0
+
+    @property
+    def alarms(self):
+        """The ``ConformalAlarm`` of each category (a view; do not change them)."""
+        return {c: f.alarm for c, f in self.feeds.items()}
+
+    def _feed(self, category) -> _Feed:
+        feed = self.feeds.get(category)
+        if feed is None:
+            if self.max_categories is not None and len(self.feeds) >= self.max_categories:
+                dropped, _ = self.feeds.popitem(last=False)
+                if self._max is not None and self._max[1] == dropped:
+                    self._max = None
+            feed = self.feeds[category] = _Feed(self.params, _seed(self.created),
+                                                snapshot=self.mode != "pretrained")  # fmt: skip
+            self.created += 1
+        elif self.max_categories is not None:
+            self.feeds.move_to_end(category)
+        return feed
+
+    def before_learn(self, category, model, x: dict, y: int) -> None:
+        """sva / va: rank x with the category's snapshot, before the model learns it."""
+        feed = self._feed(category)
+        feed.learn_snapshot(model, x, y, self.period)
+        self._after(category, feed)
+
+    def learn(self, category, st, x: dict, y: int) -> None:
+        """pretrained: after ``st.learn(x, y)`` (``st``: the category's mode state)."""
+        feed = self._feed(category)
+        feed.learn_pretrained(st, y)
+        self._after(category, feed)
+
+    def _after(self, category, feed: _Feed) -> None:
+        self.n += 1
+        a = feed.alarm
+        log_s = a.log_martingale
+        if a.lowest_at == a.n:  # the category's counts are its own: keep the classifier's
+            feed.low_n = self.n
+        if self.alarm_at is None and a.alarm:
+            self.alarm_at = self.n
+            self.onset = feed.low_n
+        top = self._max
+        if top is not None:
+            if log_s >= top[0]:
+                self._max = (log_s, category)
+            elif top[1] == category:
+                self._max = None
+
+    def to_state(self) -> dict:
+        return {
+            "params": dict(self.params),
+            "mode": self.mode,
+            "period": self.period,
+            "feeds": [[c, f.to_state()] for c, f in self.feeds.items()],
+            "created": self.created,
+            "n": self.n,
+            "alarm_at": self.alarm_at,
+            "onset": self.onset,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, max_categories: int | None = None) -> Alarm:
+        self = cls(state["params"], state["mode"], state["period"], max_categories)
+        for c, st in state["feeds"]:
+            self.feeds[_plain(c)] = _Feed.from_state(st)
+        self.created, self.n = state["created"], state["n"]
+        self.alarm_at, self.onset = state["alarm_at"], state["onset"]
+        self._max = None
+        return self
+
+
+def _plain(v):
+    """A key read back from plain data: JSON-like formats turn tuples into lists."""
+    return tuple(_plain(e) for e in v) if isinstance(v, list) else v
