@@ -223,6 +223,7 @@ class ConformalAlarm:
         k += _start(R, EL)
         self._k = np.array(k)
         self._bag = np.zeros((0, _FIRST_CAP))
+        self._K = 0
         self._grow_classes(int(n_classes))
 
     # --- the arrays -------------------------------------------------------------------
@@ -245,6 +246,7 @@ class ConformalAlarm:
         self._k = np.concatenate([k[:sizes], np.zeros(K - old), k[sizes:ws], np.zeros(K - old),
                                   k[ws:], block * (K - old)])  # fmt: skip
         self._k[_L.N_CLASSES] = K
+        self._K = K  # read on every label: a Python int, not an array element
         self._bag = np.concatenate([self._bag, np.zeros((K - old, self._bag.shape[1]))])
 
     def _grow_bag(self) -> None:
@@ -295,6 +297,16 @@ class ConformalAlarm:
         return None if at < 0 else int(at)
 
     @property
+    def log_threshold(self) -> float:
+        """ln(1 / alpha): the alarm fires when ``log_martingale`` reaches it."""
+        return float(self._k[_L.THRESHOLD])
+
+    @property
+    def lowest(self) -> float:
+        """The least ln S so far (0: the start)."""
+        return float(self._k[_L.LOW])
+
+    @property
     def lowest_at(self) -> int:
         """The label count at which ln S was last at its lowest so far (0: the start)."""
         return int(self._k[_L.LOW_AT])
@@ -321,7 +333,7 @@ class ConformalAlarm:
             if type(score) is not float or score - score != 0.0:  # also catches inf, nan
                 score = _check_score(score)
             c, has = score, True
-        if y >= self._k[_L.N_CLASSES]:
+        if y >= self._K:
             self._grow_classes(y + 1)
         log_s = self._learn(self._k, self._bag, y, c, has)
         while log_s != log_s:  # the bag row was full, nothing changed

@@ -11,9 +11,11 @@ objects it ranks nor the bag (see ``streamcal.core.conformal_alarm``):
   after the refresh (the model learned only older ones), whose new scores the refresh
   has just computed. The label that triggers a refresh is the first of the new segment.
 * ``"sva"`` and ``"va"``: the model learns every label, so its scores of two objects are
-  never by one scorer. The alarm keeps a frozen copy of the model (a *snapshot*, taken
-  every ``2 * window`` labels of the category) and scores each labelled object with it:
-  one extra model score per label. The snapshot has learned every object before it, so
+  never by one scorer. The alarm keeps a frozen copy of the model (a *snapshot*) and
+  scores each labelled object with it: one extra model score per label. A snapshot is
+  taken after the category's labels 0, 1, 2, 4, 8, ... (doubling, so that the first ones are
+  not of a model that has learned nothing) until ``2 * window``, then every ``2 *
+  window`` labels: a schedule of counts, as validity needs. The snapshot has learned every object before it, so
   nothing earlier can be its bag: each snapshot's segment starts with an empty bag (valid,
   though its first p-values are coarse) and nothing is set aside.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import pickle
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from streamcal.core.conformal_alarm import ConformalAlarm
 from streamcal.learner.scoring import FeatureOrder, score_sorted
@@ -39,6 +42,17 @@ SNAPSHOT_WINDOWS = 2  # sva / va: a new snapshot every this many windows of labe
 ALARM_KEYS = ("alpha",)  # the keys of ``protect`` that are the alarm's
 
 _NO_MAX = (float("-inf"), None)
+
+
+def _next_snapshot(seen: int, period: int) -> int:
+    """Whether a snapshot is due after ``seen`` labels: ``seen`` itself if so.
+
+    >>> [n for n in range(40) if _next_snapshot(n, 10) == n]
+    [0, 1, 2, 4, 8, 10, 20, 30]
+    """
+    if seen < period:
+        return seen if seen & (seen - 1) == 0 else -1  # the powers of 2 (and 0)
+    return seen if seen % period == 0 else -1
 
 
 def snapshot_period(window: int | None) -> int:
@@ -70,23 +84,33 @@ def _seed(i: int) -> int:
 
 
 class _Feed:
-    """One category's alarm and where its scores come from (see the module docstring)."""
+    """One category's alarm and where its scores come from (see the module docstring).
 
-    __slots__ = ("alarm", "version", "reserves", "snapshot", "order", "seen", "low_n")
+    It mirrors two counters of its alarm in Python numbers (the scored labels of the
+    segment, the least ln S so far), because reading them from the alarm's array on every
+    label would cost more than the alarm's arithmetic."""
+
+    __slots__ = ("alarm", "version", "reserves", "snapshot", "order", "seen", "low_n",
+                 "segment", "every", "low")  # fmt: skip
 
     def __init__(self, params: dict, seed: int, snapshot: bool):
-        self.alarm = ConformalAlarm(**params, seed=seed)
         if snapshot:
-            self.alarm = ConformalAlarm(**{**params, "reserve_every": 0}, seed=seed)
+            params = {**params, "reserve_every": 0}
+        self.alarm = ConformalAlarm(**params, seed=seed)
         self.version = None  # the pretrained state's version the segment scores with
         self.reserves: list = []  # the state's n_seen of each set-aside label
         self.snapshot = None  # sva / va: the frozen copy of the model
         self.order = FeatureOrder() if snapshot else None
         self.seen = 0  # labels of this feed (sva / va: the snapshot's age)
         self.low_n = 0  # the classifier's label count where this alarm's ln S was lowest
+        self._mirror()
 
-    def learn_pretrained(self, st, y: int) -> None:
-        """After ``st.learn(x, y)``: rank the newest calibration object's score."""
+    def _mirror(self) -> None:
+        a = self.alarm
+        self.segment, self.every, self.low = a.segment_size, a.reserve_every, a.lowest
+
+    def learn_pretrained(self, st, y: int) -> float:
+        """After ``st.learn(x, y)``: rank the newest calibration object's score; ln S."""
         cal = st.calibration
         if st.version != self.version:
             if self.version is not None:  # a refresh: the set-aside objects still held
@@ -99,22 +123,26 @@ class _Feed:
                         scores.append(conformity(item[2], item[1]))
                         labels.append(item[1])
                 self.alarm.restart(scores, labels)
+                self.segment = 0
             self.reserves = []
             self.version = st.version
-        item = cal[-1]
-        self.alarm.learn(y, conformity(item[2], y))
-        if self.alarm.set_aside:
+        s = cal[-1][2]
+        log_s = self.alarm.learn(y, (s if y else -s) if type(s) is float else conformity(s, y))
+        self.segment += 1
+        if self.every and self.segment % self.every == 0:  # the alarm set it aside
             self.reserves.append(st.n_seen)
+        return log_s
 
-    def learn_snapshot(self, model, x: dict, y: int, period: int) -> None:
-        """sva / va: rank x's score by the snapshot (taken before x was learned)."""
-        if self.snapshot is None or self.seen % period == 0:
+    def learn_snapshot(self, model, x: dict, y: int, period: int) -> float:
+        """sva / va: rank x's score by the snapshot (taken before x was learned); ln S."""
+        seen = self.seen
+        if self.snapshot is None or seen == _next_snapshot(seen, period):
             # taken after x was learned would have seen x: the caller calls this first
             self.snapshot = pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
             self.alarm.restart()
         self.seen += 1
         s = score_sorted(self.snapshot, self.order.ordered(x))
-        self.alarm.learn(y, conformity(s, y))
+        return self.alarm.learn(y, conformity(s, y))
 
     def to_state(self) -> dict:
         return {
@@ -133,8 +161,9 @@ class _Feed:
         self.version, self.reserves = state["version"], list(state["reserves"])
         snap = state["snapshot"]
         self.snapshot = None if snap is None else pickle.loads(snap)
-        self.order = FeatureOrder() if self.alarm.reserve_every == 0 else None
+        self.order = FeatureOrder() if snap is not None else None
         self.seen, self.low_n = state["seen"], state["low_n"]
+        self._mirror()
         return self
 
 
@@ -166,6 +195,7 @@ class Alarm:
     def __init__(self, params: dict, mode: str = "pretrained", period: int | None = None,
                  max_categories: int | None = None):  # fmt: skip
         self.params = dict(params)
+        self.threshold = ConformalAlarm(**self.params).log_threshold  # checks them now
         self.mode = mode
         self.period = period
         self.max_categories = max_categories
@@ -185,9 +215,10 @@ class Alarm:
         return self._max[0] if self.feeds else 0.0
 
     @property
-    def alarms(self):
-        """The ``ConformalAlarm`` of each category (a view; do not change them)."""
-        return {c: f.alarm for c, f in self.feeds.items()}
+    def alarms(self) -> Mapping:
+        """The ``ConformalAlarm`` of each category: a live read-only view (looking up one
+        category costs O(1)); do not change the alarms."""
+        return _AlarmsView(self.feeds)
 
     def _feed(self, category) -> _Feed:
         feed = self.feeds.get(category)
@@ -206,22 +237,21 @@ class Alarm:
     def before_learn(self, category, model, x: dict, y: int) -> None:
         """sva / va: rank x with the category's snapshot, before the model learns it."""
         feed = self._feed(category)
-        feed.learn_snapshot(model, x, y, self.period)
-        self._after(category, feed)
+        self._after(category, feed, feed.learn_snapshot(model, x, y, self.period))
 
     def learn(self, category, st, x: dict, y: int) -> None:
         """pretrained: after ``st.learn(x, y)`` (``st``: the category's mode state)."""
-        feed = self._feed(category)
-        feed.learn_pretrained(st, y)
-        self._after(category, feed)
+        feed = self.feeds.get(category) if self.max_categories is None else None
+        if feed is None:
+            feed = self._feed(category)
+        self._after(category, feed, feed.learn_pretrained(st, y))
 
-    def _after(self, category, feed: _Feed) -> None:
+    def _after(self, category, feed: _Feed, log_s: float) -> None:
         self.n += 1
-        a = feed.alarm
-        log_s = a.log_martingale
-        if a.lowest_at == a.n:  # the category's counts are its own: keep the classifier's
-            feed.low_n = self.n
-        if self.alarm_at is None and a.alarm:
+        if log_s < feed.low:  # as the alarm's own record of its least ln S
+            feed.low = log_s
+            feed.low_n = self.n  # the category's counts are its own: keep the classifier's
+        if log_s >= self.threshold and self.alarm_at is None:
             self.alarm_at = self.n
             self.onset = feed.low_n
         top = self._max
@@ -252,6 +282,22 @@ class Alarm:
         self.alarm_at, self.onset = state["alarm_at"], state["onset"]
         self._max = None
         return self
+
+
+class _AlarmsView(Mapping):
+    __slots__ = ("_feeds",)
+
+    def __init__(self, feeds):
+        self._feeds = feeds
+
+    def __getitem__(self, category):
+        return self._feeds[category].alarm
+
+    def __iter__(self):
+        return iter(self._feeds)
+
+    def __len__(self):
+        return len(self._feeds)
 
 
 def _plain(v):

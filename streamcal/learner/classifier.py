@@ -285,6 +285,15 @@ class VennAbersClassifier(VennAbersWrapper):
             return MappingProxyType({})
         return MappingProxyType(self._protection.protectors)
 
+    @property
+    def alarms(self) -> Mapping:
+        """With ``protect``: the alarm (``streamcal.core.ConformalAlarm``) of each category
+        (``None`` without ``by``), created at its first label; empty without ``protect``.
+        A live read-only view."""
+        if self._protection is None:
+            return MappingProxyType({})
+        return self._protection.alarm.alarms
+
     def _protect_category(self, x: dict, kwargs):
         """x's category for the protection, with ``by`` (callers skip the call without)."""
         return kwargs["category"] if "category" in kwargs else category_of(self.by, x)

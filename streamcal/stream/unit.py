@@ -451,17 +451,18 @@ class CalibrationUnit:
             return
         clf = self.clf
         self.tracker.update_protection(
-            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self._protect["alpha"]
+            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self._protect["alpha"],
+            alarm_onset=clf.alarm_onset, protection_gain=clf.protection_gain,
         )
 
     def _report_category_protection(self, category) -> None:
-        """Give the tracker the state of ``category``'s protector after its label: per
+        """Give the tracker the state of ``category``'s alarm after its label: per
         label, since the tracker's "(other)" row keeps the largest log S reported so far
         (a null category has no row, as in ``CalibrationTracker.update``)."""
-        prot = self.clf.protectors.get(category)
-        if prot is not None:
+        alarm = self.clf.alarms.get(category)
+        if alarm is not None:
             self.tracker.update_protection(
-                prot.log_martingale, prot.alarm, prot.alarm_at, alpha=self._protect["alpha"],
+                alarm.log_martingale, alarm.alarm, alarm.alarm_at, alpha=self._protect["alpha"],
                 category=category,
             )  # fmt: skip
 
