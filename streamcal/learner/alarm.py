@@ -13,11 +13,12 @@ objects it ranks nor the bag (see ``streamcal.core.conformal_alarm``):
 * ``"sva"`` and ``"va"``: the model learns every label, so its scores of two objects are
   never by one scorer. The alarm keeps a frozen copy of the model (a *snapshot*) and
   scores each labelled object with it: one extra model score per label. A snapshot is
-  taken after the category's labels 0, 1, 2, 4, 8, ... (doubling, so that the first ones are
-  not of a model that has learned nothing) until ``2 * window``, then every ``2 *
-  window`` labels: a schedule of counts, as validity needs. The snapshot has learned every object before it, so
-  nothing earlier can be its bag: each snapshot's segment starts with an empty bag (valid,
-  though its first p-values are coarse) and nothing is set aside.
+  taken after the category's labels 0, 1, 2, 4, 8, ... (doubling, so that the first ones
+  are not of a model that has learned nothing) until ``2 * window``, then every ``2 *
+  window`` labels: a schedule of counts, as validity needs. The snapshot has learned
+  every object before it, so nothing earlier can be its bag: each snapshot's segment
+  starts with an empty bag (valid, though its first p-values are coarse) and nothing is
+  set aside.
 
 With ``by``, each category has its own alarm (created at its first label; dropped with
 the category's calibration when ``max_categories`` evicts it): the category's labels,
