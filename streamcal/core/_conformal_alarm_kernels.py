@@ -4,9 +4,10 @@ when it imports.
 One code path: the same functions run compiled or, without numba, as plain Python over the
 same arrays (slower, and still exact: the draws are integer arithmetic that int64 holds).
 
-The alarm lives in a float64 array ``k`` (its layout: ``_conformal_alarm_layout``) and a
-float64 array ``bag``: row y holds, sorted ascending, the conformity scores of the bag of
-label y (its first ``sizes[y]`` entries).
+The alarm lives in one float64 array ``k`` (its layout: ``_conformal_alarm_layout``), whose
+tail holds the bags: row y (``BAG_CAP`` long) holds, sorted ascending, the conformity
+scores of the bag of label y (its first ``sizes[y]`` entries). One array and two numbers
+per call: numba checks the type of every argument on every call, an array's dearly.
 """
 
 from __future__ import annotations
@@ -109,14 +110,16 @@ def _jump_and_bet(k, w0, E, kinds, p):
 
 @_jit
 def _offsets(k):
-    """(label bets' kinds, score bets' kinds, label weights, counts, sizes, score weights)."""
+    """(label bets' kinds, score bets' kinds, label weights, counts, sizes, score weights,
+    bags)."""
     R, EL, ES = int(k[N_RATES]), int(k[N_LABEL_BETS]), int(k[N_SCORE_BETS])
     K = int(k[N_CLASSES])
     lk = HEAD + R
     sk = lk + 2 * EL
     wl = sk + 2 * ES
     counts = wl + R * EL
-    return lk, sk, wl, counts, counts + K, counts + 2 * K
+    ws = counts + 2 * K
+    return lk, sk, wl, counts, counts + K, ws, ws + K * R * ES
 
 
 @_jit
@@ -127,13 +130,16 @@ def _log_mean(a, b):
 
 
 @_jit
-def learn(k, bag, y, c, has_score):
-    """Label y (with conformity score c if ``has_score``): the label part's p-value and bet,
-    then, unless this scored label is set aside, the score part's; ln S after it.
+def learn(k, code, c):
+    """Label y with conformity score c (``code`` = y), or without a score (``code`` =
+    -1 - y): the label part's p-value and bet, then, unless this scored label is set
+    aside, the score part's; ln S after it.
 
     Returns NaN, having changed nothing, if the bag row of y is full (the caller grows it).
     """
-    lk, sk, wl, counts, sizes, ws = _offsets(k)
+    has_score = code >= 0
+    y = code if has_score else -1 - code
+    lk, sk, wl, counts, sizes, ws, bags = _offsets(k)
     every = int(k[RESERVE_EVERY])
     seg = int(k[SEGMENT]) + 1 if has_score else int(k[SEGMENT])
     aside = has_score and every > 0 and seg % every == 0
@@ -163,11 +169,11 @@ def learn(k, bag, y, c, has_score):
     k[SET_ASIDE] = 1.0 if aside else 0.0
     k[LAST_P_SCORE] = -1.0
     if scored:
-        row = bag[y]
+        row = bags + y * int(k[BAG_CAP])
         lo, hi = 0, m  # the first index with row >= c
         while lo < hi:
             mid = (lo + hi) // 2
-            if row[mid] < c:
+            if k[row + mid] < c:
                 lo = mid + 1
             else:
                 hi = mid
@@ -175,7 +181,7 @@ def learn(k, bag, y, c, has_score):
         hi = m  # the first index with row > c
         while lo < hi:
             mid = (lo + hi) // 2
-            if row[mid] <= c:
+            if k[row + mid] <= c:
                 lo = mid + 1
             else:
                 hi = mid
@@ -183,9 +189,9 @@ def learn(k, bag, y, c, has_score):
         k[LAST_P_SCORE] = ps
         ES = int(k[N_SCORE_BETS])  # label y's own jumper: its bets may depend on y
         k[LOG_SCORE] += _jump_and_bet(k, ws + y * int(k[N_RATES]) * ES, ES, sk, ps)
-        for i in range(m, lo, -1):  # insert c after its equals
-            row[i] = row[i - 1]
-        row[lo] = c
+        for i in range(row + m, row + lo, -1):  # insert c after its equals
+            k[i] = k[i - 1]
+        k[row + lo] = c
         k[sizes + y] = m + 1.0
     k[N] = n
     log_s = _log_mean(k[LOG_LABEL], k[LOG_SCORE])
@@ -200,15 +206,15 @@ def learn(k, bag, y, c, has_score):
 
 
 @_jit
-def run(k, bag, ys, cs, has, path, p_label, p_score):
+def run(k, codes, cs, path, p_label, p_score):
     """``learn`` over a sequence: ln S, the label part's and the score part's p-values
     (-1: none) after each label into ``path``, ``p_label``, ``p_score``. Stops at the
     first label whose bag row is full and returns its index (the length if none)."""
-    for j in range(ys.shape[0]):
-        log_s = learn(k, bag, ys[j], cs[j], has[j])
+    for j in range(codes.shape[0]):
+        log_s = learn(k, codes[j], cs[j])
         if log_s != log_s:
             return j
         path[j] = log_s
         p_label[j] = k[LAST_P_LABEL]
         p_score[j] = k[LAST_P_SCORE]
-    return ys.shape[0]
+    return codes.shape[0]

@@ -1,8 +1,8 @@
 """Where each part of a conformal alarm is in its float64 array (``ConformalAlarm._k``).
 
 As for the protector (``_protector_layout``): the parameters and the state of the alarm,
-but for the bags of ranked scores, live in one float64 array, so that a call passes numba
-two arrays and three numbers. The bags are a second array, one sorted row per label.
+the bags of ranked scores included, live in one float64 array, so that a call passes numba
+one array and two numbers.
 
 ======================  =====================================================
 ``k[N_CLASSES]``        K, the labels known (0 .. K - 1)
@@ -28,7 +28,7 @@ two arrays and three numbers. The bags are a second array, one sorted row per la
                         score bets' kinds (E_S) and parameters (E_S); the label part's
                         weights (R rows of E_L); then the label counts (K), the bag
                         sizes (K) and the score part's weights, one jumper per label
-                        (K blocks of R rows of E_S)
+                        (K blocks of R rows of E_S); then the bags, K rows of BAG_CAP
 ======================  =====================================================
 """
 

@@ -222,8 +222,8 @@ class ConformalAlarm:
         self._counts = len(k) + R * EL  # where the label counts start
         k += _start(R, EL)
         self._k = np.array(k)
-        self._bag = np.zeros((0, _FIRST_CAP))
         self._K = 0
+        self._bag = np.zeros((0, _FIRST_CAP))  # a view of the tail of _k (see _set_bag)
         self._grow_classes(int(n_classes))
 
     # --- the arrays -------------------------------------------------------------------
@@ -238,23 +238,33 @@ class ConformalAlarm:
         counts, K = self._counts, self.n_classes
         return counts, counts + K, counts + 2 * K
 
+    def _bags_start(self) -> int:
+        return self._parts()[2] + self._K * len(self.jump_rates) * len(self.score_bets)
+
     def _grow_classes(self, K: int) -> None:
         old = self.n_classes
         counts, sizes, ws = self._parts()
-        k = self._k
+        bag = np.concatenate([self._bag, np.zeros((K - old, self._bag.shape[1]))])
+        k = self._k[: self._bags_start()]
         block = _start(len(self.jump_rates), len(self.score_bets))
         self._k = np.concatenate([k[:sizes], np.zeros(K - old), k[sizes:ws], np.zeros(K - old),
                                   k[ws:], block * (K - old)])  # fmt: skip
         self._k[_L.N_CLASSES] = K
         self._K = K  # read on every label: a Python int, not an array element
-        self._bag = np.concatenate([self._bag, np.zeros((K - old, self._bag.shape[1]))])
+        self._set_bag(bag)
+
+    def _set_bag(self, bag: np.ndarray) -> None:
+        """Put the bags (K rows) at the tail of ``_k``; ``_bag`` is then a view of it."""
+        start = self._bags_start()
+        self._k = np.concatenate([self._k[:start], bag.ravel()])
+        self._k[_L.BAG_CAP] = bag.shape[1]
+        self._bag = self._k[start:].reshape(bag.shape)
 
     def _grow_bag(self) -> None:
         cap = 2 * self._bag.shape[1]
         bag = np.zeros((self._bag.shape[0], cap))
         bag[:, : self._bag.shape[1]] = self._bag
-        self._bag = bag
-        self._k[_L.BAG_CAP] = cap
+        self._set_bag(bag)
 
     # --- public API -------------------------------------------------------------------
 
@@ -327,18 +337,16 @@ class ConformalAlarm:
         ln S after it. ``ValueError`` on bad input, before anything changes."""
         if type(y) is not int or y < 0:
             y = _check_label(y)
-        if score is None:
-            c, has = 0.0, False
-        else:
-            if type(score) is not float or score - score != 0.0:  # also catches inf, nan
-                score = _check_score(score)
-            c, has = score, True
         if y >= self._K:
             self._grow_classes(y + 1)
-        log_s = self._learn(self._k, self._bag, y, c, has)
+        if score is None:
+            return self._learn(self._k, -1 - y, 0.0)
+        if type(score) is not float or score - score != 0.0:  # also catches inf, nan
+            score = _check_score(score)
+        log_s = self._learn(self._k, y, score)
         while log_s != log_s:  # the bag row was full, nothing changed
             self._grow_bag()
-            log_s = self._learn(self._k, self._bag, y, c, has)
+            log_s = self._learn(self._k, y, score)
         return log_s
 
     def restart(self, scores=(), labels=()) -> None:
@@ -359,12 +367,12 @@ class ConformalAlarm:
         K = self.n_classes
         rows = [np.sort(s[np.asarray(ys, dtype=np.int64) == c]) for c in range(K)]
         cap = self._bag.shape[1]
-        while max((len(r) for r in rows), default=0) >= cap:
-            cap *= 2
-        self._bag = np.zeros((K, cap))
+        if max((len(r) for r in rows), default=0) >= cap:
+            while max(len(r) for r in rows) >= cap:
+                cap *= 2
+            self._set_bag(np.zeros((K, cap)))
         for c, r in enumerate(rows):
             self._bag[c, : len(r)] = r
-        self._k[_L.BAG_CAP] = cap
         self._k[sizes : sizes + K] = [len(r) for r in rows]
         self._k[_L.SEGMENT] = 0.0
 
@@ -375,7 +383,7 @@ class ConformalAlarm:
         ys = [_check_label(v) for v in np.asarray(ys).ravel().tolist()]
         if scores is None:
             cs = np.zeros(len(ys))
-            has = np.zeros(len(ys), dtype=np.bool_)
+            has = np.zeros(len(ys), dtype=bool)
         else:
             cs = np.array([np.nan if v is None else v for v in scores], dtype=np.float64)
             if cs.shape != (len(ys),):
@@ -387,12 +395,13 @@ class ConformalAlarm:
         if ys and max(ys) >= self.n_classes:
             self._grow_classes(max(ys) + 1)
         y = np.asarray(ys, dtype=np.int64)
+        codes = np.where(has, y, -1 - y)
         n = len(ys)
         path, pl, ps = np.empty(n), np.empty(n), np.empty(n)
         done = 0
         while done < n:
-            stop = done + self._run(self._k, self._bag, y[done:], cs[done:], has[done:],
-                                    path[done:], pl[done:], ps[done:])  # fmt: skip
+            stop = done + self._run(self._k, codes[done:], cs[done:], path[done:], pl[done:],
+                                    ps[done:])  # fmt: skip
             if stop < n:
                 self._grow_bag()
             done = stop
@@ -422,7 +431,7 @@ class ConformalAlarm:
             "n_classes": K,
             "scalars": {name: float(k[i]) for name, i in _SCALARS.items()},
             "label_weights": [float(w) for w in k[w0:counts]],
-            "score_weights": [float(w) for w in k[ws:]],
+            "score_weights": [float(w) for w in k[ws : self._bags_start()]],
             "counts": [int(c) for c in k[counts:sizes]],
             "bags": [self._bag[c, : int(k[sizes + c])].tolist() for c in range(K)],
         }
@@ -436,7 +445,8 @@ class ConformalAlarm:
         k = self._k
         counts, sizes, ws = self._parts()
         w0 = counts - len(self.jump_rates) * len(self.label_bets)
-        for name, lo, hi in (("label_weights", w0, counts), ("score_weights", ws, len(k))):
+        bags0 = self._bags_start()
+        for name, lo, hi in (("label_weights", w0, counts), ("score_weights", ws, bags0)):
             if len(state[name]) != hi - lo:
                 raise ValueError(f"expected {hi - lo} {name}, got {len(state[name])}")
             k[lo:hi] = state[name]
@@ -447,11 +457,10 @@ class ConformalAlarm:
         cap = _FIRST_CAP
         while max((len(b) for b in bags), default=0) >= cap:
             cap *= 2
-        self._bag = np.zeros((self.n_classes, cap))
+        self._set_bag(np.zeros((self.n_classes, cap)))
         for c, b in enumerate(bags):
             self._bag[c, : len(b)] = b
-        k[_L.BAG_CAP] = cap
-        k[sizes : sizes + self.n_classes] = [len(b) for b in bags]
+        self._k[sizes : sizes + self.n_classes] = [len(b) for b in bags]
         return self
 
     def __getstate__(self) -> dict:  # pickles as plain data (the kernels are a module)

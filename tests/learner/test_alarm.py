@@ -34,12 +34,41 @@ class Recording(base.Classifier):
         return self.nb.predict_proba_one({"a": x["a"]})
 
 
+class Centroids(base.Classifier):
+    """A fast learning scorer for the simulations: P(class | a) from each class's count and
+    mean of the feature ``a`` (unit-variance Gaussians). river's naive Bayes spends 150 µs
+    a score in scipy; this spends 2."""
+
+    def __init__(self):
+        self.stats: dict = {}  # class -> [count, sum]
+
+    @property
+    def _multiclass(self):
+        return True
+
+    def learn_one(self, x, y):
+        st = self.stats.setdefault(y, [0, 0.0])
+        st[0] += 1
+        st[1] += x["a"]
+
+    def predict_proba_one(self, x):
+        if not self.stats:
+            return {}
+        a = x["a"]
+        logits = {c: math.log(n) - 0.5 * (a - s / n) ** 2 for c, (n, s) in self.stats.items()}
+        top = max(logits.values())
+        w = {c: math.exp(v - top) for c, v in logits.items()}
+        z = sum(w.values())
+        return {c: v / z for c, v in w.items()}
+
+
 def null_stream(rng, n, k=2, categories=1):
     prior = rng.dirichlet(np.ones(k) * 3)
-    for i in range(n):
-        y = int(rng.choice(k, p=prior))
-        x = {"a": float(rng.normal(0.8 * y, 1.0)), "id": i, "g": int(rng.integers(categories))}
-        yield x, (bool(y) if k == 2 else y)
+    ys = rng.choice(k, size=n, p=prior)
+    a = rng.normal(0.8 * ys, 1.0).tolist()
+    g = rng.integers(categories, size=n).tolist()
+    for i, y in enumerate(ys.tolist()):
+        yield {"a": a[i], "id": i, "g": g[i]}, (bool(y) if k == 2 else y)
 
 
 def test_the_bag_of_a_new_segment_is_set_aside_objects_the_new_scorer_never_learned():
@@ -140,15 +169,14 @@ def test_multiclass_alarm_off_by_default_on_with_alarm_alpha():
 def _classifier(mode: str, alpha: float):
     protect = {"alpha": alpha, "recalibrate": False}
     if mode == "multiclass":
-        return VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20, refresh_every=20,
+        return VennAbersMultiClassifier(Centroids(), window=20, refresh_every=20,
                                         alarm_alpha=alpha)  # fmt: skip
     if mode == "field score":
         return VennAbersClassifier(FieldScore("s"), window=20, protect=protect)
     if mode == "mondrian":
-        return VennAbersClassifier(naive_bayes.GaussianNB(), window=20, by="g", protect=protect)
+        return VennAbersClassifier(Centroids(), window=20, by="g", protect=protect)
     window = 10 if mode == "va" else 20
-    return VennAbersClassifier(naive_bayes.GaussianNB(), mode=mode, window=window,
-                               protect=protect)  # fmt: skip
+    return VennAbersClassifier(Centroids(), mode=mode, window=window, protect=protect)
 
 
 def _null_run(mode: str, seed: int, n: int, alpha: float):
