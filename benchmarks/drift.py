@@ -497,7 +497,9 @@ def main(argv=None):
             alarm = clf.alarm_at
         false_alarms += alarm is not None
         # the protector's loss is p's clipped to [eps, 1 - eps] minus its gain (<= ln 2)
-        excess.append(float(log_loss(out, ys).sum() - log_loss(np.clip(ps, 0.01, 0.99), ys).sum()))
+        eps = Protector().eps
+        clipped = np.clip(ps, eps, 1 - eps)
+        excess.append(float(log_loss(out, ys).sum() - log_loss(clipped, ys).sum()))
     rows.append(["unchanging", f"false alarms over {seeds} seeds", "-", "-",
                  str(false_alarms), "(no alarm)"])  # fmt: skip
     rows.append(["unchanging", f"max excess loss, total nats ({seeds} seeds)", "-", "0",

@@ -73,7 +73,8 @@ def test_labels_in_order_equal_a_protector_on_the_predicted_p(mode):
         assert iv.p_protected == prot.predict(iv.p)
         clf.learn_one(x, y)
         prot.learn(iv.p, y)
-        base -= math.log(min(max(iv.p, 0.01), 0.99) if y else 1 - min(max(iv.p, 0.01), 0.99))
+        q = min(max(iv.p, prot.eps), 1 - prot.eps)  # the protector's loss is of p clipped
+        base -= math.log(q if y else 1 - q)
         protected -= math.log(iv.p_protected if y else 1 - iv.p_protected)
     assert clf.protectors[None] == prot
     assert clf.protection_gain == pytest.approx(prot.log_martingale, abs=1e-9)
