@@ -14,18 +14,6 @@ from __future__ import annotations
 
 import math
 
-try:
-    import numba
-
-    _jit = numba.njit(cache=True)
-    COMPILED = True
-except ImportError:  # numba is optional: run the same functions as plain Python
-
-    def _jit(f):
-        return f
-
-    COMPILED = False
-
 from streamcal.core._conformal_alarm_layout import (
     ALARM_AT,
     BAG_CAP,
@@ -51,6 +39,8 @@ from streamcal.core._conformal_alarm_layout import (
     THRESHOLD,
     N,
 )  # fmt: skip
+from streamcal.core._jit import COMPILED  # noqa: F401 - read by the caller and the tests
+from streamcal.core._jit import jit as _jit
 
 _MASK = 0xFFFFFFFF
 _SPAN = 4294967295.0  # 2^32 - 1: the states of xorshift32
