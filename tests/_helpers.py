@@ -146,3 +146,47 @@ def make_self_signed_cert(directory) -> tuple[str, str]:
         check=True, capture_output=True,
     )  # fmt: skip
     return str(cert), str(key)
+
+
+def full_state(unit) -> dict:
+    """A unit's whole state as plain data, for round trips in memory: its snapshot with its
+    waiting entries and finished ids as ``legacy`` (what ``from_state`` imports into the
+    new unit's store; the counters then start from an empty store's)."""
+    return {**unit.to_state(), "pending": None, "legacy": unit.export_waiting()}
+
+
+def v5_state(unit) -> dict:
+    """A unit's state in the layout of format version 5 (its waiting rooms inside), to
+    test the upgrades from older formats."""
+    state = unit.to_state()
+    legacy = unit.export_waiting()
+    cfg = unit.config
+    state["pending"] = {"ttl": cfg.pending_ttl, "max_size": 10**6, "items": legacy["pending"]}
+    state["waiting"] = {"ttl": cfg.label_wait, "max_size": 10**5, "items": legacy["waiting"]}
+    state["recent"] = {"max_size": cfg.dedupe_window, "items": legacy["recent"]}
+    state["counts"] = {k: v for k, v in state["counts"].items()
+                       if k not in ("evicted", "labels_lost")}  # fmt: skip
+    return state
+
+
+def stored(state_dir, unit=None) -> tuple:
+    """``(sealed snapshot, every entry)`` of a unit's state store in ``state_dir`` (the
+    global unit's, or partition ``unit``'s): what a checkpoint left there."""
+    from pathlib import Path
+
+    from streamcal.stream.state.kv import KVStore
+    from streamcal.stream.state.units import SNAPSHOT
+
+    path = Path(state_dir) / ("store" if unit is None else f"unit-{unit}/store")
+    store = KVStore(path)
+    try:
+        return store.get(SNAPSHOT), store.items(b"", b"\xff")
+    finally:
+        store.close()
+
+
+def stored_state(state_dir, unit=None) -> dict:
+    """The unit's state (plain data, authenticated with the tests' key) in ``state_dir``."""
+    from streamcal.stream.state.checkpoint import unseal
+
+    return unseal(CHECKPOINT_KEY.encode(), stored(state_dir, unit)[0], "the test's read")

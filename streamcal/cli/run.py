@@ -77,7 +77,10 @@ def register(sub) -> None:
             continue
         flag = "--" + f.name.replace("_", "-")
         kind = str(f.type).split("|")[0].strip()
-        help_text = f"{f.metadata['help']} (default: {f.default}; ${'STREAMCAL_' + f.name.upper()})"
+        default = f.default
+        if f.name.endswith("_bytes"):  # a size: given with a suffix, shown with one
+            kind, default = "str", _size(f.default)
+        help_text = f"{f.metadata['help']} (default: {default}; ${'STREAMCAL_' + f.name.upper()})"
         help_text = help_text.replace("%", "%%")
         group = groups[f.metadata["group"]]
         if kind == "bool":
@@ -92,6 +95,13 @@ def register(sub) -> None:
             conv = {"int": int, "float": float, "str": str}[kind]
             group.add_argument(flag, dest=f.name, type=conv, default=None, help=help_text)
     p.set_defaults(func=_main)
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
 
 
 def _main(args) -> int:

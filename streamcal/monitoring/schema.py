@@ -36,7 +36,8 @@ fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, lab
 ``class``, carry each class's one-vs-rest band (``CLASS_KEYS``).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
-['events', 'predictions', 'expired', 'dead_letters', 'merge_stalls', 'late_arrivals']
+['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters', 'merge_stalls',
+ 'late_arrivals']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -296,12 +297,24 @@ FIELDS: tuple[MetricField, ...] = (
        "Predictions produced."),
     _p("pending", GAUGE, "predictions waiting for a label",
        "Predictions waiting for their label."),
+    _p("pending_bytes", GAUGE, "bytes of predictions waiting",
+       "Bytes of the predictions waiting for their label, as kept in the state store "
+       "(bounded by --pending-max-bytes; the store's own overhead comes on top)."),
     _p("expired", COUNTER, "expired",
        "Predictions whose label never came before the deadline."),
+    _p("evicted", COUNTER, "evicted by a bound",
+       "Predictions pushed out by a waiting bound (--pending-max-bytes) before their "
+       "label came."),
+    _p("labels_lost", COUNTER, "labels lost to a bound",
+       "Labels lost to a waiting bound: their event had been pushed out, or they waited "
+       "for their event beyond --label-wait-max-bytes."),
     _p("dead_letters", COUNTER, "dead letters",
        "Messages sent to the dead-letter topic."),
     _p("waiting_labels", GAUGE, "labels waiting for an event",
        "Labels waiting for their event."),
+    _p("waiting_label_bytes", GAUGE, "bytes of labels waiting",
+       "Bytes of the labels waiting for their event, as kept in the state store "
+       "(bounded by --label-wait-max-bytes)."),
     _p("events_per_s", GAUGE, "events / s", "Recent event rate.", prometheus="events_per_second"),
     _p("calibration_size", GAUGE, "calibration set size",
        "Labelled pairs in the calibration set."),

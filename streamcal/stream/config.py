@@ -8,10 +8,10 @@ flag > environment > TOML file > default.
 >>> cfg = ProcessorConfig.from_sources({"model": "gnb"}, env={"STREAMCAL_MODE": "sva"})
 >>> cfg.model, cfg.mode, cfg.events_topic
 ('gnb', 'sva', 'streamcal.events')
->>> ProcessorConfig.from_sources({"pending_max": 0})
+>>> ProcessorConfig.from_sources({"dedupe_window": 0})
 Traceback (most recent call last):
 ...
-ValueError: pending_max must be >= 1, got 0
+ValueError: dedupe_window must be >= 1, got 0
 """
 
 from __future__ import annotations
@@ -46,12 +46,22 @@ __all__ = [
     "ProcessorConfig",
     "ENV_PREFIX",
     "SETTINGS",
+    "parse_size",
     "protect_setting",
     "resolved_scheme",
     "settings_of",
 ]
 
 ENV_PREFIX = "STREAMCAL_"
+
+# Sized for days of delay: at 330 bytes per waiting prediction (20 numeric features) 16 GiB
+# hold 5.2e7 predictions, one day at 600 events/s. What waits is on disk (the memory is the
+# store's cache), so the bound is the disk space the operator gives it.
+DEFAULT_PENDING_BYTES = 16 << 30
+DEFAULT_LABEL_WAIT_BYTES = 1 << 30
+_SIZE_SUFFIXES = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20,
+                  "mb": 10**6, "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30,
+                  "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}  # fmt: skip
 
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
@@ -232,11 +242,30 @@ class ProcessorConfig:
     pending_ttl: float = _opt(
         86400.0, "an event waits at most this long (record time, s) for its label", "join"
     )
-    pending_max: int = _opt(1_000_000, "at most this many events wait for labels", "join")
+    pending_max_bytes: int = _opt(
+        DEFAULT_PENDING_BYTES,
+        "events waiting for their labels take at most this many bytes on disk (suffixes "
+        "KiB, MiB, GiB); beyond it the oldest leaves first, counted as evicted (see "
+        "docs/deploy.md for sizing: label delay x event rate x bytes per prediction)",
+        "join",
+    )
+    pending_max: int | None = _opt(
+        None, "optionally, at most this many events wait for labels (off by default)", "join"
+    )
     label_wait: float = _opt(
         300.0, "a label that arrives before its event waits this long (record time, s)", "join"
     )
-    label_wait_max: int = _opt(100_000, "at most this many labels wait for their events", "join")
+    label_wait_max_bytes: int = _opt(
+        DEFAULT_LABEL_WAIT_BYTES,
+        "labels waiting for their events take at most this many bytes on disk (their "
+        "records are kept whole, for the dead letter); beyond it the oldest leaves first, "
+        "dead-lettered and counted as lost",
+        "join",
+    )
+    label_wait_max: int | None = _opt(
+        None, "optionally, at most this many labels wait for their events (off by default)",
+        "join",
+    )
     dedupe_window: int = _opt(
         1_000_000, "remember this many finished ids to reject duplicate events and labels", "join"
     )
@@ -376,9 +405,12 @@ class ProcessorConfig:
                 raise ValueError(f"{f.name} must be a {want.__name__}, got {v!r}")
             if want is str and f.name not in ("metrics_file",) and not v.strip():
                 raise ValueError(f"{f.name} must not be empty")
+        for name in ("pending_max", "label_wait_max"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (or none: off), got {getattr(self, name)}")
         for name in (
-            "pending_max",
-            "label_wait_max",
+            "pending_max_bytes",
+            "label_wait_max_bytes",
             "dedupe_window",
             "metrics_every",
             "tracker_window",
@@ -602,12 +634,32 @@ def _parse(f, raw, where: str):
                 return False
             raise ValueError
         if want is int:
+            if f.name.endswith("_bytes"):
+                return parse_size(text)
             return int(text)
         if want is float:
             return float(text)
     except ValueError:
-        raise ValueError(f"{where}: expected {want.__name__}, got {raw!r}") from None
+        want_text = "a size (e.g. 512MiB)" if f.name.endswith("_bytes") else want.__name__
+        raise ValueError(f"{where}: expected {want_text}, got {raw!r}") from None
     return raw
+
+
+def parse_size(text: str) -> int:
+    """A number of bytes, with an optional suffix (KiB, MiB, GiB, TiB; kB, MB, ...).
+
+    >>> parse_size("16GiB"), parse_size("512 MiB"), parse_size("1e6"), parse_size("2k")
+    (17179869184, 536870912, 1000000, 2048)
+    """
+    body = text.strip()
+    number = body.rstrip("bBkKmMgGtTiI ")
+    factor = _SIZE_SUFFIXES.get(body[len(number) :].strip().lower())
+    if factor is None:
+        raise ValueError(f"not a size: {text!r} (use e.g. 512MiB or 16GiB)")
+    value = float(number) * factor
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"not a whole number of bytes: {text!r}")
+    return int(value)
 
 
 def _read_toml(path) -> dict:

@@ -58,7 +58,7 @@ class MetricEmitter:
         self.instance = instance
         self.exporter_class = exporter_class  # PrometheusExporter with metrics_port
         self.version = streamcal.__version__
-        if config.task == "multiclass":  # without protection (streamcal.stream.multiclass_unit)
+        if config.task == "multiclass":  # without protection (streamcal.stream.tasks)
             self.features = (metric_schema.MULTICLASS,)
         else:
             self.features = (metric_schema.PROTECTION,) if config.protect else ()

@@ -61,10 +61,6 @@ class Processor:
         config.validate()
         self.config = config
         self.instance = config.instance_id or f"{socket.gethostname()}:{os.getpid()}"
-        if config.task == "multiclass" and self.unit_class is CalibrationUnit:
-            from streamcal.stream.multiclass_unit import MulticlassUnit
-
-            self.unit_class = MulticlassUnit
         self.states = UnitStates(config, config.key_bytes(), self.unit_class)
         self.units = self.states.held  # unit id (GLOBAL_UNIT, or a partition) -> unit
         exporter_class = None
@@ -129,6 +125,11 @@ class Processor:
         """Checkpoint every unit held (the final checkpoint)."""
         self.states.changed = set(self.units)
         self.checkpoint()
+
+    def close(self) -> None:
+        """Close the units' stores (uncommitted changes are dropped): ``run`` does, after
+        its last checkpoint. The units' counters and statistics stay readable."""
+        self.states.close()
 
     # ------------------------------------------------------------------ metrics
     def metric_line(self, unit: int | None = GLOBAL_UNIT) -> dict:
@@ -210,6 +211,7 @@ class Processor:
         finally:
             gc.set_threshold(*gc_threshold)
             gc.unfreeze()
+            self.close()  # after the last checkpoint (in _loop), or dropping what it lacks
             inputs.close()
             self._inputs = None
             try:

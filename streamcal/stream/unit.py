@@ -7,39 +7,59 @@ lands in the same partition of both). A partition of a keyed stream is a random
 subsample of it, so each unit is a Venn predictor on its own, valid as the global one
 is; the price is that each unit's model and calibration set see 1/P of the labels.
 
-Per event: decode, score (``predict_interval_one``), send the prediction, wait for the
-label (``events_awaiting_label``; a label that comes first waits in
-``labels_awaiting_event``). Per label: decode, join with its pending event, record the loss of the
-prediction that was made (``CalibrationTracker``), let the model learn. Anything that
+One flow for every task (the task, ``streamcal.stream.tasks``, supplies its parts). Per
+event: decode, predict, send the prediction, and keep what the join needs until the label
+comes (``pending``, on disk: ``streamcal.stream.pending``); a label that came first is
+joined at once. Per label: decode, join with its waiting event (or wait for it), record
+the loss of the prediction that was made (the tracker), let the model learn. Anything that
 cannot be processed is sent to the dead-letter topic with its original bytes and a
 reason, and leaves the state untouched. The unit only sends: the processor owns the
 clients, the order records come in (``streamcal.stream.kafka.ordering``) and the
 checkpoints. The walk of a record goes one way: the processor hands it to ``handle``,
 which returns whether a metric line is due; the unit calls nothing of the processor.
 
-The state is plain data (``to_state`` / ``from_state``; the format and its versions are in
-``streamcal.stream.state.migrations``), bound to the settings in ``FINGERPRINT``.
+The state is in two parts that are committed together (``streamcal.stream.state.units``):
+the waiting entries in the unit's ``KVStore``, and the small rest as plain data
+(``to_state`` / ``from_state``: the classifier, the tracker, counters, offsets, clock;
+the format and its versions are in ``streamcal.stream.state.migrations``), bound to the
+settings in ``FINGERPRINT``.
 """
 
 from __future__ import annotations
 
+import struct
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import orjson
 
 import streamcal
-from streamcal.core.merge import SCALAR_MERGES
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
-from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.config import resolved_scheme, settings_of
 from streamcal.stream.deadletter import dead_letter
-from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
-from streamcal.stream.models import make_model
-from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.messages import BadInput, Fields
+from streamcal.stream.packing import FeatureCodec
+from streamcal.stream.pending import (
+    ABSENT,
+    EVENT,
+    EVICTED,
+    EXPIRED,
+    JOINED,
+    LABEL,
+    Pending,
+)
 from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.kv import KVStore
+from streamcal.stream.tasks import PendingMulticlass, PendingPrediction, task_of
 
-__all__ = ["CalibrationUnit", "FINGERPRINT", "GLOBAL_UNIT", "PendingPrediction", "TopicRank"]
+__all__ = [
+    "CalibrationUnit",
+    "FINGERPRINT",
+    "GLOBAL_UNIT",
+    "PendingMulticlass",
+    "PendingPrediction",
+    "TopicRank",
+]
 
 # The id of the unit of ``--scope global`` (a partition unit's id is its partition
 # number). None, as checkpoints have always written it.
@@ -55,9 +75,8 @@ class TopicRank(IntEnum):
 
 
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
-_COUNTS = ("events", "labels", "predictions", "expired", "dead_letters")
-
-_merge_square = SCALAR_MERGES["square"]
+_COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
+           "dead_letters")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default
@@ -87,25 +106,6 @@ FINGERPRINT = (
 )
 
 
-class PendingPrediction(NamedTuple):
-    """An event's prediction, kept until its label comes (or it expires)."""
-
-    x: dict
-    p0: float
-    p1: float
-    p: float
-    score: float
-    category: Any = None  # with --by only
-    p_protected: float | None = None  # with --protect only
-
-    def to_state(self, by, protect: bool = False) -> tuple:
-        """Plain data: the features and 4 numbers, then the category with ``--by``, then
-        p_protected with ``--protect`` (the category then always, None without ``--by``)."""
-        if protect:
-            return tuple(self)
-        return tuple(self)[:6] if by is not None else tuple(self)[:5]
-
-
 class _Rec(NamedTuple):
     """What a dead letter needs of a record (ConsumerRecords hold more, e.g. headers)."""
 
@@ -117,24 +117,64 @@ class _Rec(NamedTuple):
     value: bytes | None
 
 
+_LABEL_HEAD = struct.Struct("<Iii")  # JSON length, key length, value length (-1: None)
+
+
+def _pack_label(y, rec) -> bytes:
+    """A waiting label: its value and what its dead letter would need (the whole record)."""
+    head = orjson.dumps([y, rec.topic, rec.partition, rec.offset, rec.timestamp])
+    key, value = rec.key, rec.value
+    sizes = _LABEL_HEAD.pack(len(head), -1 if key is None else len(key),
+                             -1 if value is None else len(value))  # fmt: skip
+    return sizes + head + (key or b"") + (value or b"")
+
+
+def _unpack_label(data: bytes) -> tuple:
+    """``(y, _Rec)`` of a packed waiting label."""
+    n, nk, nv = _LABEL_HEAD.unpack_from(data)
+    at = _LABEL_HEAD.size
+    y, topic, partition, offset, timestamp = orjson.loads(data[at : at + n])
+    at += n
+    key = None if nk < 0 else data[at : at + nk]
+    at += max(nk, 0)
+    value = None if nv < 0 else data[at : at + nv]
+    return y, _Rec(topic, partition, offset, timestamp, key, value)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
+
+
 class CalibrationUnit:
     """The state of one unit and its join/learn logic (see the module docstring).
 
     ``unit`` is ``GLOBAL_UNIT`` for the global unit, else the partition number.
     ``send(topic, key, value)`` (the outbox's) delivers predictions and dead letters.
+    ``store`` holds the waiting entries (default: a new store in a temporary directory);
+    with ``key`` each of them is authenticated.
     """
 
-    def __init__(self, config, unit: int | None = GLOBAL_UNIT, send=None):
+    def __init__(self, config, unit: int | None = GLOBAL_UNIT, send=None,
+                 store: KVStore | None = None, key: bytes | None = None, state=None):  # fmt: skip
         self.config = config
         self.unit = unit
-        settings = config.classifier_settings()
-        self._protect = settings.protect_params if self._PROTECTABLE else None  # None: off
-        self.clf = self._new_classifier(config, settings)
+        self.store = KVStore() if store is None else store
+        self.task = task = task_of(config)(config, FeatureCodec(self.store))
+        self._protect = task.protect  # None: off
+        self.clf = task.new_classifier()
         self.tracker = self._new_tracker(config)
-        # event id -> PendingPrediction; event id -> (y, _Rec)
-        self.events_awaiting_label = WaitingRoom(config.pending_ttl, config.pending_max)
-        self.labels_awaiting_event = WaitingRoom(config.label_wait, config.label_wait_max)
-        self.recent = RecentIds(config.dedupe_window)
+        self.pending = Pending(
+            self.store,
+            ttl=config.pending_ttl,
+            label_ttl=config.label_wait,
+            max_bytes=config.pending_max_bytes,
+            label_max_bytes=config.label_wait_max_bytes,
+            max_events=config.pending_max,
+            max_labels=config.label_wait_max,
+            dedupe_window=config.dedupe_window,
+            key=key,
+            state=state,
+        )
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
@@ -142,37 +182,13 @@ class CalibrationUnit:
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self._fields = Fields.of(config)
-        self._by = config.by
         self._version = streamcal.__version__
-
-    # ------------------------------------------------------------------ what a kind of unit
-    # (binary here, ``MulticlassUnit``) sets: its classifier, tracker, pending predictions
-    # and fingerprint. The joins, the waiting rooms and the state layout are shared.
-
-    # Whether the classifier takes ``protect`` (``--protect``); else the unit has none.
-    _PROTECTABLE = True
-    # What a pending prediction is (``from_state`` rebuilds it from its plain tuple).
-    _PENDING = PendingPrediction
-
-    @staticmethod
-    def _classifier_class():
-        from streamcal.learner import VennAbersClassifier
-
-        return VennAbersClassifier
-
-    @staticmethod
-    def _tracker_class():
-        from streamcal.monitoring.tracker import CalibrationTracker
-
-        return CalibrationTracker
-
-    def _new_classifier(self, config, settings):
-        # protect has "lookup" off: _join passes every label's p back
-        return self._classifier_class()(make_model(config.model), **settings.as_dict())
+        self.bound_reached = False  # a waiting bound pushed something out (to log it once)
+        self.checkpoints = 0  # checkpoints taken of this unit (numbers them)
 
     @classmethod
     def _new_tracker(cls, config):
-        return cls._tracker_class()(
+        return task_of(config).tracker_class()(
             window=config.tracker_window,
             bins=config.tracker_bins,
             top_k=config.top_k,
@@ -181,74 +197,92 @@ class CalibrationUnit:
 
     @staticmethod
     def _fingerprint(config) -> dict:
-        return {k: getattr(config, k) for k in FINGERPRINT}
+        return task_of(config).fingerprint({k: getattr(config, k) for k in FINGERPRINT})
 
-    def _pending_to_state(self, pending) -> tuple:
-        return pending.to_state(self._by, self._protect is not None)
+    def close(self) -> None:
+        """Close the store (uncommitted changes are dropped; a temporary store is removed)."""
+        self.store.close()
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict:
-        """The unit as plain data (see ``streamcal.stream.state.migrations``)."""
-        pending = self.events_awaiting_label.to_state()
-        self._report_protection()
-        pending["items"] = [(k, d, self._pending_to_state(v)) for k, d, v in pending["items"]]
-        waiting = self.labels_awaiting_event.to_state()
-        waiting["items"] = [(k, d, (y, tuple(rec))) for k, d, (y, rec) in waiting["items"]]
+        """The unit but its waiting entries (in the store) as plain data (see
+        ``streamcal.stream.state.migrations``)."""
+        self.task.report(self.clf, self.tracker, self.counts["labels"])
         return {
             "unit": self.unit,
             "fingerprint": dict(self.fingerprint),
             "streamcal_version": self.version,
             "classifier": self.clf.to_state(),
             "tracker": self.tracker.to_state(),
-            "pending": pending,
-            "waiting": waiting,
-            "recent": self.recent.to_state(),
+            "pending": self.pending.to_state(),
             "counts": dict(self.counts),
             "offsets": [(t, p, o) for (t, p), o in self.offsets.items()],
             "clock": self.clock,
+            "checkpoints": self.checkpoints,
         }
 
     @classmethod
-    def from_state(cls, state: dict, *, config, send=None) -> CalibrationUnit:
-        """The unit ``to_state`` described; ``CheckpointError`` if it was made with other
-        settings (``FINGERPRINT``) than ``config``'s (a state of another task included)."""
+    def from_state(cls, state: dict, *, config, send=None, store: KVStore | None = None,
+                   key: bytes | None = None) -> CalibrationUnit:  # fmt: skip
+        """The unit ``to_state`` described, its waiting entries in ``store``;
+        ``CheckpointError`` if it was made with other settings (``FINGERPRINT``) than
+        ``config``'s (a state of another task included). A state from before version 6
+        carries its waiting entries (``legacy``): they are put into the store."""
         check_fingerprint(state, config)
-        self = cls(config, state["unit"], send=send)
-        clf_state = state["classifier"]
-        if self._protect is not None:
-            # The protect in effect (check_fingerprint matched its flags): "lookup" off
-            # also for a state written with it on. A state from before protection has
-            # no protectors: they start fresh.
-            clf_state = {**clf_state, "protect": self.clf.protect,
-                         "protection": clf_state.get("protection")}  # fmt: skip
-        self.clf = self._classifier_class().from_state(clf_state)
-        self.tracker = self._tracker_class().from_state(state["tracker"])
-        pending = cls._PENDING
-        self.events_awaiting_label = WaitingRoom.from_state(
-            state["pending"], value=lambda v: pending(*v)
-        )
-        self.labels_awaiting_event = WaitingRoom.from_state(
-            state["waiting"], value=lambda v: (v[0], _Rec(*v[1]))
-        )
-        self.recent = RecentIds.from_state(state["recent"])
-        self.counts = dict(state["counts"])
+        self = cls(config, state["unit"], send=send, store=store, key=key,
+                   state=state["pending"])  # fmt: skip
+        self.clf = self.task.classifier_from_state(state["classifier"], self.clf)
+        self.tracker = self.task.tracker_class().from_state(state["tracker"])
+        self.counts.update(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
+        self.checkpoints = state.get("checkpoints", 0)
+        if state.get("legacy") is not None:
+            self._import(state["legacy"])
         return self
+
+    def _import(self, legacy: dict) -> None:
+        """Put the waiting rooms and finished ids of a state before version 6 into the
+        store, in their order (pending: ``(id, deadline, prediction tuple)``; waiting:
+        ``(id, deadline, (y, record tuple))``; recent: ``(id, status)``)."""
+        statuses = {"joined": JOINED, "expired": EXPIRED, "evicted": EVICTED}
+        for eid, status in legacy["recent"]:
+            self.pending.finish(eid, statuses.get(status, EXPIRED))
+        pending_type = PendingMulticlass if self.task.name == "multiclass" else PendingPrediction
+        for eid, deadline, values in legacy["pending"]:
+            payload = self.task.pack(pending_type(*values))
+            self.pending.wait_event(eid, payload, self.clock, deadline=deadline)
+        for eid, deadline, (y, rec) in legacy["waiting"]:
+            self.pending.wait_label(eid, _pack_label(y, _Rec(*rec)), self.clock, deadline=deadline)
+
+    def export_waiting(self) -> dict:
+        """Every waiting entry and finished id as plain data, in the ``legacy`` form that
+        ``from_state`` imports (reads them all: for exports and tests)."""
+        task, pending = self.task, self.pending
+        names = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
+        return {
+            "pending": [(eid, d, tuple(task.unpack(v))) for eid, d, v in pending.waiting(EVENT)],
+            "waiting": [(eid, d, (lambda y, r: (y, tuple(r)))(*_unpack_label(v)))
+                        for eid, d, v in pending.waiting(LABEL)],  # fmt: skip
+            "recent": [(eid, names[kind]) for eid, kind in pending.finished_ids()],
+        }
 
     def snapshot(self) -> dict:
         """What a metric line takes from the unit (by name, see ``streamcal.stream.metrics``):
-        the counts, the tracker's snapshot, the sizes of the waiting rooms."""
+        the counts, the tracker's snapshot, the sizes of what waits."""
         values = dict(self.counts)
-        self._report_protection()
+        self.task.report(self.clf, self.tracker, self.counts["labels"])
         # With the reliability bins on every line (2.4 KB instead of 0.5 KB of JSON with 10
         # bins, +6 µs per line, one line per metrics_every labels) so that `streamcal
         # report` can draw reliability diagrams from any metric log, even a cut-off one.
         values.update(self.tracker.snapshot(reliability=True))
+        pending = self.pending
         values.update(
-            pending=len(self.events_awaiting_label),
-            waiting_labels=len(self.labels_awaiting_event),
+            pending=pending.events,
+            pending_bytes=pending.event_bytes,
+            waiting_labels=pending.labels,
+            waiting_label_bytes=pending.label_bytes,
             calibration_size=self.clf.calibration_size,
         )
         return values
@@ -257,12 +291,17 @@ class CalibrationUnit:
         """The rows of the per-category metric lines (with ``--by``)."""
         return self.tracker.category_snapshots()
 
+    def class_snapshots(self) -> list[dict]:
+        """The per-class lines of a multiclass unit (``MulticlassTracker.class_snapshots``)."""
+        return self.tracker.class_snapshots()
+
     @classmethod
     def empty_snapshot(cls, config) -> dict:
         """``snapshot()`` of a unit that has seen nothing, without making one (no model)."""
         values = dict.fromkeys(_COUNTS, 0)
         values.update(cls._new_tracker(config).snapshot(reliability=True))
-        values.update(pending=0, waiting_labels=0, calibration_size=0)
+        values.update(pending=0, pending_bytes=0, waiting_labels=0, waiting_label_bytes=0,
+                      calibration_size=0)  # fmt: skip
         return values
 
     # ------------------------------------------------------------------ per record
@@ -296,22 +335,23 @@ class CalibrationUnit:
             ),
         )
 
-    def _advance(self, ts_ms: int) -> None:
+    def _advance(self, ts_ms: int) -> bool:
+        """Move the record-time clock to ``ts_ms`` (if later) and expire what waited past
+        its deadline; True if anything expired."""
         now = ts_ms / 1000.0
         if now <= self.clock:
-            return
+            return False
         self.clock = now
-        if self.events_awaiting_label:
-            for eid, _ in self.events_awaiting_label.expire(now):
-                self.counts["expired"] += 1
-                self.recent.add(eid, "expired")
-        if self.labels_awaiting_event:
-            for _, (_, rec) in self.labels_awaiting_event.expire(now):
-                self._dead(
-                    rec,
-                    f"label without event: no event with this id within "
-                    f"label_wait={self.config.label_wait:g} s",
-                )
+        events, labels = self.pending.expire(now)
+        if events:
+            self.counts["expired"] += len(events)
+        for _, payload in labels:
+            self._dead(
+                _unpack_label(payload)[1],
+                f"label without event: no event with this id within "
+                f"label_wait={self.config.label_wait:g} s",
+            )
+        return bool(events or labels)
 
     def _decode(self, rec, decode):
         """The decoded message, or None once a bad one is dead-lettered."""
@@ -321,150 +361,116 @@ class CalibrationUnit:
             self._dead(rec, str(exc))
             return None
 
-    # What decodes an input record (``MulticlassUnit`` decodes class labels).
-    event_decoder = staticmethod(decode_event)
-    label_decoder = staticmethod(decode_label)
-
     def on_event(self, rec) -> None:
-        """Predict an event (and join the label that came before it, if any)."""
-        ev = self._decode(rec, decode_event)
+        """Predict an event, then join the label that came before it or keep what the
+        join needs until its label comes."""
+        task = self.task
+        ev = self._decode(rec, task.event_decoder)
         if ev is None:
             return
         eid = ev.id
-        if eid in self.events_awaiting_label or self.recent.get(eid) is not None:
+        pending = self.pending
+        kind, payload, seq = pending.lookup(eid)
+        if kind != ABSENT and kind != LABEL:
             self._dead(rec, f"duplicate event id {eid!r}")
             return
         try:
-            if self._by is None:
-                iv = self.clf.predict_interval_one(ev.x)
-            else:  # the event's category, read at decoding (a feature, or a top-level field)
-                iv = self.clf.predict_interval_one(ev.x, category=ev.category)
+            out, pred = task.predict(self.clf, ev)
         except Exception as exc:  # noqa: BLE001 - e.g. score:FIELD without the field
             self._dead(rec, f"model could not score event {eid!r}: {exc}")
             return
-        self._advance(rec.timestamp)
-        p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
-        out = {
-            "id": eid,
-            "p0": p0,
-            "p1": p1,
-            "p": p,
-            "p_square": _merge_square(p0, p1),
-            "score": score,
-            "calibration_size": self.clf.calibration_size,
-            "version": self._version,
-        }
-        category = p_protected = None
-        if self._by is not None:
-            category = out["category"] = ev.category
-        if self._protect is not None:
-            p_protected = out["p_protected"] = iv.p_protected
-        pending = PendingPrediction(ev.x, p0, p1, p, score, category, p_protected)
+        if self._advance(rec.timestamp) and kind == LABEL:
+            kind, payload, seq = pending.lookup(eid)  # the early label may have expired
         self.send(self.config.predictions_topic, eid.encode(), orjson.dumps(out))
         counts = self.counts
         counts["events"] += 1
         counts["predictions"] += 1
-        for old_id, _ in self.events_awaiting_label.put(eid, pending, self.clock):
-            counts["expired"] += 1
-            self.recent.add(old_id, "expired")
-        early = self.labels_awaiting_event.pop(eid)  # (y, label record), or None
-        if early is not None:
-            self._join(eid, *early)
+        if kind == LABEL:
+            y, label_rec = _unpack_label(payload)
+            if self._join(eid, pred, y, label_rec):
+                pending.take_label(eid, seq, payload)
+                pending.finish(eid, JOINED)
+                return
+            # The label was refused (dead-lettered): it leaves, the event waits.
+            pending.take_label(eid, seq, payload)
+        evicted = pending.wait_event(eid, task.pack(pred), self.clock)
+        if evicted:
+            counts["evicted"] += len(evicted)
+            self.bound_reached = True
 
     def on_label(self, rec) -> None:
         """Join a label with its event, or keep it until the event comes."""
-        lab = self._decode(rec, self.label_decoder)
+        lab = self._decode(rec, self.task.label_decoder)
         if lab is None:
             return
         eid = lab.id
-        if eid in self.events_awaiting_label:
-            self._advance(rec.timestamp)
-            self._join(eid, lab.y, rec)
-            return
-        if eid in self.labels_awaiting_event:
+        pending = self.pending
+        kind, payload, seq = pending.lookup(eid)
+        if kind == EVENT:
+            if self._advance(rec.timestamp):
+                kind, payload, seq = pending.lookup(eid)  # it may have expired just now
+            if kind == EVENT:
+                if self._join(eid, self.task.unpack(payload), lab.y, rec):
+                    pending.take_event(eid, seq, payload)
+                return
+        if kind == LABEL:
             self._dead(rec, f"duplicate label for {eid!r} (a label is already waiting)")
             return
-        status = self.recent.get(eid)
-        if status == "joined":
+        if kind == JOINED:
             self._dead(rec, f"duplicate label for {eid!r} (already joined)")
             return
-        if status == "expired":
-            self._dead(rec, f"label for {eid!r} came after its event expired (pending_ttl/max)")
+        if kind == EXPIRED:
+            self._dead(
+                rec, f"label for {eid!r} came after its event expired "
+                f"(pending_ttl={self.config.pending_ttl:g} s)",
+            )  # fmt: skip
+            return
+        if kind == EVICTED:
+            self.counts["labels_lost"] += 1
+            self._dead(
+                rec, f"label for {eid!r} came after its event was pushed out by a waiting "
+                f"bound ({self._event_bounds()})",
+            )  # fmt: skip
             return
         self._advance(rec.timestamp)
-        kept = _Rec(
-            topic=rec.topic,
-            partition=rec.partition,
-            offset=rec.offset,
-            timestamp=rec.timestamp,
-            key=rec.key,
-            value=rec.value,
-        )
-        for _, (_, old) in self.labels_awaiting_event.put(eid, (lab.y, kept), self.clock):
+        lost = pending.wait_label(eid, _pack_label(lab.y, rec), self.clock)
+        for _, old in lost:
+            self.counts["labels_lost"] += 1
             self._dead(
-                old,
-                f"label without event: waiting room full (label_wait_max="
-                f"{self.config.label_wait_max})",
+                _unpack_label(old)[1],
+                f"label without event: pushed out by a waiting bound ({self._label_bounds()})",
             )
+        if lost:
+            self.bound_reached = True
 
-    def _join(self, eid: str, y: bool, rec) -> None:
-        """Join label ``y`` (from ``rec``) with its pending event: all or nothing. If the
-        tracker or the learner refuses, the label becomes a dead letter and the state (the
-        pending event included) is left as it was."""
-        pred = self.events_awaiting_label.get(eid)
-        p0, p1, p, score, pp = pred.p0, pred.p1, pred.p, pred.score, pred.p_protected
-        if not prediction_in_range(p0, p1, p, score, pp):  # first: learning is not undone
-            extra = "" if pp is None else f", p_protected={pp!r}"
-            self._dead(
-                rec,
-                f"tracker rejected the prediction of {eid!r}: "
-                f"p0={p0!r}, p1={p1!r}, p={p!r}, score={score!r}{extra}",
-            )
-            return
-        kw = {"category": pred.category} if self._by is not None else {}
+    def _event_bounds(self) -> str:
+        cfg = self.config
+        out = f"pending_max_bytes={_gib(cfg.pending_max_bytes)}"
+        return out if cfg.pending_max is None else f"{out}, pending_max={cfg.pending_max}"
+
+    def _label_bounds(self) -> str:
+        cfg = self.config
+        out = f"label_wait_max_bytes={_gib(cfg.label_wait_max_bytes)}"
+        return out if cfg.label_wait_max is None else f"{out}, label_wait_max={cfg.label_wait_max}"
+
+    def _join(self, eid: str, pred, y, rec) -> bool:
+        """Join label ``y`` (from ``rec``) with its prediction ``pred``: all or nothing. If
+        the task, the learner or the tracker refuses, the label becomes a dead letter, the
+        state is left as it was and False is returned (the caller keeps what waits)."""
+        task = self.task
         clf = self.clf
+        reason = task.refuse(clf, pred, y, eid)  # first: learning is not undone
+        if reason is not None:
+            self._dead(rec, reason)
+            return False
         try:
-            if self._protect is None:
-                clf.learn_one(pred.x, y, **kw)
-            else:  # the protector learns from the p that was given, however late the label
-                clf.learn_one(pred.x, y, p=p, **kw)
+            task.learn(clf, pred, y)
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
-            return
-        if pp is None:  # off, or an event predicted before protection was turned on
-            self.tracker.update(p0, p1, y, score=score, p=p, **kw)
-        else:
-            self.tracker.update(p0, p1, y, score=score, p=p, p_protected=pp, **kw)
-        if self._by is not None and self._protect is not None and pred.category is not None:
-            self._report_category_protection(pred.category)
-        self.events_awaiting_label.pop(eid)
-        self.recent.add(eid, "joined")
+            return False
+        task.track(clf, self.tracker, pred, y)
         self.counts["labels"] += 1
-
-    def _report_protection(self) -> None:
-        """Give the tracker the unit's protection state (with ``--by`` the largest log S
-        and the first alarm over the categories) before it is read. Done here rather than
-        per label: the tracker keeps only the latest report, which is a function of the
-        classifier's state, so reading it late gives the same value and saves a few µs
-        per label."""
-        if self._protect is None or not self.counts["labels"]:
-            return
-        clf = self.clf
-        self.tracker.update_protection(
-            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self._protect["alpha"],
-            alarm_onset=clf.alarm_onset, protection_gain=clf.protection_gain,
-        )
-
-    def _report_category_protection(self, category) -> None:
-        """Give the tracker the state of ``category``'s alarm after its label: per
-        label, since the tracker's "(other)" row keeps the largest log S reported so far
-        (a null category has no row, as in ``CalibrationTracker.update``)."""
-        alarm = self.clf.alarms.get(category)
-        if alarm is not None:
-            self.tracker.update_protection(
-                alarm.log_martingale, alarm.alarm, alarm.alarm_at, alpha=self._protect["alpha"],
-                category=category,
-            )  # fmt: skip
+        return True
 
 
 def check_fingerprint(state: dict, config) -> None:

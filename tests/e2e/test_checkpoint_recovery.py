@@ -12,8 +12,9 @@ import pytest
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
-from streamcal.stream.state.checkpoint import CheckpointStore
-from tests._helpers import checkpoint_env
+from streamcal.stream.state.kv import KVStore
+from streamcal.stream.state.units import SNAPSHOT
+from tests._helpers import checkpoint_env, stored_state
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
@@ -82,9 +83,8 @@ def test_sigterm_stops_cleanly_with_a_final_checkpoint(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
 
-    checkpoints = list(state.glob("checkpoint-*.ckpt"))
-    assert len(checkpoints) == 1  # the interval is an hour: this is the final checkpoint
-    saved = CheckpointStore(state, CHECKPOINT_KEY.encode()).load()
+    saved = stored_state(state)
+    assert saved["checkpoints"] == 1  # the interval is an hour: this is the final checkpoint
     counts = saved["counts"]
     last = metric_lines(metrics)[-1]
     assert 0 < counts["events"] == last["events"] < n
@@ -110,11 +110,12 @@ def test_tampered_checkpoint_is_refused(kafka_broker, unique_topics, tmp_path, h
     settings = base_settings(kafka_broker, unique_topics, state_dir=state)
     config = ProcessorConfig.build(**settings, checkpoint_key=CHECKPOINT_KEY)
     Processor(config).run(max_idle_s=0.5)
-    (path,) = state.glob("checkpoint-*.ckpt")
     if how == "flip a byte":
-        data = bytearray(path.read_bytes())
+        store = KVStore(state / "store")
+        data = bytearray(store.get(SNAPSHOT))
         data[len(data) // 2] ^= 0x01
-        path.write_bytes(bytes(data))
+        store.commit({SNAPSHOT: bytes(data)})
+        store.close()
         env = checkpoint_env()
     else:
         env = checkpoint_env(STREAMCAL_CHECKPOINT_KEY="a-different-key-of-enough-bytes")

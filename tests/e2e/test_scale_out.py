@@ -293,7 +293,7 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
     assert sum(s["counts"]["labels"] for s in states.values()) == len(labels)
     # bad1 and e7's label 5 are dead letters; the ghost label waits (label_wait: 300 s)
     assert sum(s["counts"]["dead_letters"] for s in states.values()) == 2
-    assert sum(len(s["waiting"]["items"]) for s in states.values()) == 1
+    assert sum(s["pending"]["labels"] for s in states.values()) == 1
     # The three metric logs add up to the whole stream: every unit, every label.
     from streamcal.monitoring.report import write_report
 

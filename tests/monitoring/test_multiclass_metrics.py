@@ -20,7 +20,7 @@ from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 from streamcal.monitoring.schema import MULTICLASS_KEYS, PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
-from streamcal.stream.multiclass_unit import MulticlassUnit
+from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 
 CLASSES = ["a", "b", "c", "d"]
@@ -105,7 +105,7 @@ def _multiclass_run(tmp_path, n: int = 300):
         events_topic="ev", labels_topic="lab", task="multiclass", model="gnb", window=80,
         metrics_file=str(tmp_path / "metrics.jsonl"), tracker_window=100,
     )  # fmt: skip
-    unit = MulticlassUnit(config)
+    unit = CalibrationUnit(config)
     unit.send = lambda *a: None
     rng = random.Random(1)
     centres = {"red": (0, 0), "green": (2, 0), "blue": (0, 2)}

@@ -19,7 +19,7 @@ from streamcal.monitoring.metric_log import metric_log_from_predictions, split_c
 from streamcal.monitoring.multiclass_predictions import multiclass_log_from_predictions
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
-from streamcal.stream.multiclass_unit import MulticlassUnit
+from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 
 pytest.importorskip("matplotlib")
@@ -36,7 +36,7 @@ def _run(tmp_path, n=400, by=None):
     if by is not None:
         settings["by"] = by
     config = ProcessorConfig.build(**settings)
-    unit = MulticlassUnit(config)
+    unit = CalibrationUnit(config)
     predictions = []
     unit.send = lambda topic, key, value: predictions.append(orjson.loads(value))
     emitter = MetricEmitter(config, "i-1")

@@ -17,6 +17,7 @@ from streamcal.stream.state import migrations
 from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
 from streamcal.stream.unit import CalibrationUnit, TopicRank
 from tests._fakes import Record
+from tests._helpers import full_state, v5_state
 
 KEY = b"k" * 32
 
@@ -160,7 +161,7 @@ def test_unit_with_by_roundtrips_through_a_checkpoint(by):
     recs = records(300)
     unit, sent = CalibrationUnit(cfg), []
     feed(unit, recs[:301], 0, sent)
-    again = CalibrationUnit.from_state(sealed(unit.to_state()), config=cfg)
+    again = CalibrationUnit.from_state(sealed(full_state(unit)), config=cfg)
     assert list(again.clf._state.categories) == list(unit.clf._state.categories)
     rest_a, rest_b = [], []
     feed(unit, recs[301:], 301, rest_a)
@@ -195,7 +196,7 @@ def test_a_version_2_state_upgrades():
     unit = CalibrationUnit(cfg)
     recs = records(100)
     feed(unit, recs[:100], 0, [])
-    v3 = unit.to_state()
+    v3 = v5_state(unit)
     v2 = dict(v3)
     new = ("by", "mondrian", "min_category", "fallback", "max_categories")
     v2["classifier"] = {k: v for k, v in v3["classifier"].items() if k not in new}

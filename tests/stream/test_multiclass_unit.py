@@ -18,11 +18,12 @@ import pytest
 from streamcal.learner import VennAbersMultiClassifier
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.multiclass_unit import MulticlassUnit
+from streamcal.stream.pending import EVENT
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.migrations import upgrade
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
+from tests._helpers import full_state, v5_state
 
 CENTRES = {"a": (0.0, 0.0), "b": (2.0, 0.0), 7: (0.0, 2.0), "late": (2.0, 2.0)}
 
@@ -34,7 +35,7 @@ def _config(**settings) -> ProcessorConfig:
 
 
 def _unit(config):
-    unit = MulticlassUnit(config)
+    unit = CalibrationUnit(config)
     sent = []
     unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     return unit, sent
@@ -177,14 +178,14 @@ def test_a_bad_label_type_is_dead_lettered_with_the_state_unchanged(label, reaso
     _feed(unit, [it for ev, lab in zip(events, labels, strict=True)
                  for it in (("e", ev), ("l", lab))])  # fmt: skip
     _feed(unit, [("e", ("bad", {"x1": 0.0, "x2": 0.0}))])
-    before = pickle.dumps({k: v for k, v in unit.to_state().items() if k != "offsets"})
+    before = pickle.dumps({k: v for k, v in full_state(unit).items() if k != "offsets"})
     sent.clear()
     unit.on_label(Record("lab", 0, 999, 5000, b"bad", orjson.dumps({"id": "bad", "label": label})))
-    after = unit.to_state()
+    after = full_state(unit)
     assert [(t, m["reason"]) for t, m in sent] == [("streamcal.dead-letters", reason)]
     after["counts"]["dead_letters"] -= 1
     assert pickle.dumps({k: v for k, v in after.items() if k != "offsets"}) == before
-    assert "bad" in unit.events_awaiting_label  # still waits for a good label
+    assert unit.pending.lookup("bad")[0] == EVENT  # still waits for a good label
 
 
 def test_a_class_beyond_max_classes_is_dead_lettered():
@@ -194,7 +195,7 @@ def test_a_class_beyond_max_classes_is_dead_lettered():
     _feed(unit, items)
     dead = [m["reason"] for t, m in sent if t == "streamcal.dead-letters"]
     assert dead == ["label 'c' of 'e2' would be class number 3, beyond max_classes=2"]
-    assert unit.clf.classes.labels == ["a", "b"] and "e2" in unit.events_awaiting_label
+    assert unit.clf.classes.labels == ["a", "b"] and unit.pending.lookup("e2")[0] == EVENT
 
 
 def test_checkpoint_round_trip_resumes_identically():
@@ -206,8 +207,8 @@ def test_checkpoint_round_trip_resumes_identically():
     _feed(whole, items)
     first, _ = _unit(_config())
     _feed(first, items[:cut])
-    state = pickle.loads(pickle.dumps(first.to_state()))
-    second = MulticlassUnit.from_state(state, config=_config())
+    state = pickle.loads(pickle.dumps(full_state(first)))
+    second = CalibrationUnit.from_state(state, config=_config())
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     _feed(second, items[cut:])
@@ -224,28 +225,28 @@ def test_fingerprint_binds_task_and_scheme():
     assert state["fingerprint"]["task"] == "multiclass"
     assert state["fingerprint"]["scheme"] is None  # as given: the default
     with pytest.raises(CheckpointError, match="scheme='one-vs-rest' but .* scheme='top-label'"):
-        MulticlassUnit.from_state(state, config=_config(scheme="top-label"))
+        CalibrationUnit.from_state(state, config=_config(scheme="top-label"))
     binary = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none",
                                    model="gnb", window=60)  # fmt: skip
     with pytest.raises(CheckpointError, match="task='multiclass' but .* task='binary'"):
         CalibrationUnit.from_state(state, config=binary)
     with pytest.raises(CheckpointError, match="task='binary' but .* task='multiclass'"):
-        MulticlassUnit.from_state(CalibrationUnit(binary).to_state(), config=_config())
+        CalibrationUnit.from_state(CalibrationUnit(binary).to_state(), config=_config())
     # the explicit default scheme is the same setting; protection is not bound
-    MulticlassUnit.from_state(state, config=_config(scheme="one-vs-rest", protect=False))
+    CalibrationUnit.from_state(state, config=_config(scheme="one-vs-rest", protect=False))
 
 
 def test_a_version_4_state_upgrades_to_a_binary_one():
     binary = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none",
                                    model="gnb", window=60)  # fmt: skip
-    state = CalibrationUnit(binary).to_state()
+    state = v5_state(CalibrationUnit(binary))
     for k in ("task", "scheme"):
         del state["fingerprint"][k]
     upgraded = upgrade({"version": 4, "state": state}, "test")
     assert upgraded["fingerprint"]["task"] == "binary" and upgraded["fingerprint"]["scheme"] is None
     CalibrationUnit.from_state(upgraded, config=binary)
     with pytest.raises(CheckpointError, match="task='binary'"):
-        MulticlassUnit.from_state(upgraded, config=_config())
+        CalibrationUnit.from_state(upgraded, config=_config())
 
 
 def test_config_rules():

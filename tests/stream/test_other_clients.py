@@ -21,9 +21,8 @@ import pytest
 from streamcal.cli import main as cli_main
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
-from tests._helpers import checkpoint_env, streamcal_run_args
+from tests._helpers import checkpoint_env, stored, stored_state, streamcal_run_args
 from tests._kafka_helpers import (
-    CHECKPOINT_KEY,
     T0,
     base_settings,
     json_values,
@@ -300,10 +299,6 @@ def hostile_offsets(bootstrap: str, topics: dict, count: int) -> list:
 
 
 # ---------------------------------------------------------------- a batch it cannot read
-def _files(directory) -> dict:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
-
-
 @pytest.mark.slow
 def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resumes(
     kafka_broker, unique_topics, clean, tmp_path, streamcal_run
@@ -312,8 +307,6 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     with topic, partition, offset and the fix; the checkpoint untouched; --skip-unreadable
     dead-letters the batches without counting anything twice; with lz4 available a rerun
     resumes to exactly the clean run's predictions."""
-    from streamcal.stream.state.checkpoint import CheckpointStore
-
     topics = unique_topics
     events, labels = _stream()
     half = events[N // 2][2]
@@ -335,8 +328,8 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     produce(kafka_broker, old)  # kafka-python, uncompressed: readable without lz4
     done = streamcal_run.run(settings, "--max-idle-s", "1.0", env=env_blocked)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    before = _files(state)
-    restored = CheckpointStore(str(state), CHECKPOINT_KEY.encode()).load()  # plain data
+    before = stored(state)
+    restored = stored_state(state)  # plain data
     n_old = sum(1 for r in old if r[0] == topics["events"])
     assert restored["counts"]["events"] == n_old
     restored_offsets = {(t, p): o for t, p, o in restored["offsets"]}
@@ -352,7 +345,7 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     # The offset named is where a rerun resumes: the checkpoint's, the first lz4 record.
     assert restored_offsets[(topic, partition)] == offset
     assert "pip install lz4" in err and "--skip-unreadable" in err
-    assert _files(state) == before  # the checkpoint is intact
+    assert stored(state) == before  # the checkpoint is intact
 
     # --skip-unreadable (on a copy of the state): every lz4 batch is one dead letter with
     # its offset range; nothing is counted twice.

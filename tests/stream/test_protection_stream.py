@@ -21,9 +21,11 @@ from streamcal.core import Protector
 from streamcal.monitoring.schema import PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
+from streamcal.stream.pending import ABSENT
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
+from tests._helpers import full_state
 
 SHIFT = 1100  # events from here on have their labels flipped: p is then far from calibrated
 
@@ -105,7 +107,7 @@ def test_protector_learns_the_given_p_with_late_missing_and_out_of_order_labels(
     items = _schedule(events, labels, delay, random.Random(2), missing={3, 500, 1200})
     unit, sent = _unit()
     _feed(unit, items)
-    assert unit.counts["labels"] == 1597 and len(unit.events_awaiting_label) == 3
+    assert unit.counts["labels"] == 1597 and unit.pending.events == 3
     (ref,) = _replay(items, sent).values()
     prot = unit.clf.protectors[None]
     assert prot == ref  # every label learned with the p given for its event
@@ -180,12 +182,10 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
     items = _schedule(events, labels, 100, random.Random(9))
     unit, _ = _unit()
     _feed(unit, items[:1500])
-    state = unit.to_state()
+    state = full_state(unit)
     again = CalibrationUnit.from_state(state, config=unit.config)
     assert again.clf.protectors == unit.clf.protectors
-    assert list(again.events_awaiting_label.to_state()["items"]) == list(
-        unit.events_awaiting_label.to_state()["items"]
-    )
+    assert again.export_waiting()["pending"] == unit.export_waiting()["pending"]
     sent_a, sent_b = [], []
     unit.send = lambda t, k, v: sent_a.append(v)
     again.send = lambda t, k, v: sent_b.append(v)
@@ -207,9 +207,9 @@ def test_a_checkpoint_written_with_the_lookup_resumes_without_it_identically():
     old, _ = _unit()
     old.clf = VennAbersClassifier.from_state({**old.clf.to_state(), "protect": {"alpha": 0.01}})
     _feed(old, items[:1500])
-    state = old.to_state()
+    state = full_state(old)
     assert state["classifier"]["protect"] == {"alpha": 0.01}
-    assert len(state["classifier"]["protection"]["given"]) == len(old.events_awaiting_label) > 0
+    assert len(state["classifier"]["protection"]["given"]) == old.pending.events > 0
     again = CalibrationUnit.from_state(state, config=old.config)
     assert again.clf.protect == {"alpha": 0.01, "lookup": False}
     assert again.to_state()["classifier"]["protection"]["given"] == []
@@ -259,7 +259,7 @@ def test_model_score_field_calibrates_and_protects_an_upstream_score():
     (dead,) = [v for t, v in sent if t == "streamcal.dead-letters"]
     assert "model could not score event 'bad'" in dead["reason"]
     assert "no field 'upstream_p'" in dead["reason"]
-    assert unit.counts["events"] == 400 and "bad" not in unit.events_awaiting_label
+    assert unit.counts["events"] == 400 and unit.pending.lookup("bad")[0] == ABSENT
     snap = unit.snapshot()
     assert snap["log_loss"] < snap["raw_log_loss"]  # calibration fixed the overconfidence
 

@@ -15,9 +15,10 @@ import pytest
 from streamcal.monitoring.schema import PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
-from streamcal.stream.state.checkpoint import CheckpointError, CheckpointStore, seal, unseal
+from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
+from streamcal.stream.state.kv import KVStore
 from streamcal.stream.state.migrations import VERSION
-from streamcal.stream.unit import CalibrationUnit
+from streamcal.stream.state.units import SNAPSHOT
 from tests._fakes import Record
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoint-v0"
@@ -62,12 +63,9 @@ def test_checkpoint_of_the_previous_release_resumes_identically(mode, protect, t
     ]
     assert [v["reason"] for t, v in sent if t != "streamcal.predictions"] == want["dead_letters"]
     st = proc.state
-    assert st.counts == want["counts"]
+    assert st.counts == {**want["counts"], "evicted": 0, "labels_lost": 0}  # counts of v6
     assert {f"{t}:{p}": o for (t, p), o in st.offsets.items()} == want["offsets"]
-    assert (len(st.events_awaiting_label), len(st.labels_awaiting_event)) == (
-        want["pending"],
-        want["waiting"],
-    )
+    assert (st.pending.events, st.pending.labels) == (want["pending"], want["waiting"])
     snapshot = st.tracker.snapshot(reliability=True)
     assert (snapshot if not protect else _unprotected(snapshot)) == want["tracker"]
     # events predicted since the resume carry p_protected, and their labels count
@@ -78,28 +76,32 @@ def test_checkpoint_of_the_previous_release_resumes_identically(mode, protect, t
 
 @pytest.mark.parametrize("mode", MODES)
 def test_state_roundtrip_through_the_current_format_resumes_identically(mode, tmp_path):
-    """Old checkpoint -> current format (plain data, sealed, unsealed) -> same results."""
+    """Old checkpoint -> the state store (one commit: the waiting entries and the sealed
+    snapshot) -> opened again, without the old files -> same results."""
     want = json.loads((DATA / f"{mode}.json").read_text())
     state = tmp_path / "state"
     shutil.copytree(DATA / mode, state)
     config = ProcessorConfig.build(**want["settings"], state_dir=str(state))
-    unit = Processor(config).state
-    key = want["key"].encode()
-    store = CheckpointStore(tmp_path / "new", key)
-    store.save(unit.to_state())
-    assert (
-        (tmp_path / "new" / "checkpoint-000000000001.ckpt")
-        .read_bytes()
-        .startswith(b"STREAMCAL-CHECKPOINT v2\n")
-    )
-    again = CalibrationUnit.from_state(store.load(), config=config)
+    first = Processor(config)
+    first.checkpoint_all()
+    first.close()
+    for old in state.glob("checkpoint-*.ckpt"):
+        old.unlink()
+    store = KVStore(state / "store")  # the sealed snapshot is under its key
+    assert store.get(SNAPSHOT).startswith(b"STREAMCAL-CHECKPOINT v2\n")
+    store.close()
+    again = Processor(config)
+    assert again.restored
     sent = []
-    feed(again, want["records"], sent)
+    feed(again.state, want["records"], sent)
     preds = [v for t, v in sent if t == "streamcal.predictions"]
     assert [(p["id"], p["p0"], p["p1"], p["score"]) for p in preds] == [
         (p["id"], p["p0"], p["p1"], p["score"]) for p in want["predictions"]
     ]
-    assert _unprotected(again.tracker.snapshot(reliability=True)) == want["tracker"]
+    assert _unprotected(again.state.tracker.snapshot(reliability=True)) == want["tracker"]
+    assert (again.state.pending.events, again.state.pending.labels) == (
+        want["pending"], want["waiting"],
+    )  # fmt: skip
 
 
 def test_newer_format_version_is_refused_with_one_line():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields, decode_event, decode_label
-from streamcal.stream.pending import RecentIds, WaitingRoom
+from streamcal.stream.pending import EVENT
 from streamcal.stream.state.checkpoint import MAGIC, CheckpointError, CheckpointStore
 from tests._fakes import TP, ChunkyConsumer, Record, release_all
 
@@ -131,49 +131,6 @@ def test_field_names_are_configurable():
     assert decode_label(b'{"key": "a", "y": 1}', f) == ("a", True)
 
 
-# ---------------------------------------------------------------- waiting rooms
-@given(
-    st.lists(st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=60),
-    st.integers(1, 10),
-    st.floats(0.5, 50),
-)
-def test_waiting_room_matches_a_plain_model(ops, max_size, ttl):
-    """Same answers as a naive ordered list; everything put comes out exactly once."""
-    room = WaitingRoom(ttl, max_size)
-    model: list = []  # [key, deadline, value] in insertion order
-    out = 0
-    for i, (key, now) in enumerate(ops):
-        value = (key, i)
-        if key in room:
-            j = next(j for j, e in enumerate(model) if e[0] == key)
-            assert room.pop(key) == model.pop(j)[2]
-            out += 1
-        evicted = room.put(key, value, now)
-        model.append([key, now + ttl, value])
-        want = []
-        while len(model) > max_size:
-            k, _, v = model.pop(0)
-            want.append((k, v))
-        assert evicted == want
-        expired = room.expire(now)
-        want = []
-        while model and model[0][1] < now:
-            k, _, v = model.pop(0)
-            want.append((k, v))
-        assert expired == want
-        out += len(evicted) + len(expired)
-        assert len(room) == len(model) <= max_size
-    assert room.values() == [e[2] for e in model]
-    assert len(ops) == out + len(room)
-
-
-def test_recent_ids_forget_the_oldest():
-    r = RecentIds(3)
-    for k in "abcd":
-        r.add(k, "joined")
-    assert r.get("a") is None and r.get("d") == "joined" and len(r) == 3
-
-
 # ---------------------------------------------------------------- checkpoints
 def test_checkpoint_roundtrip_keeps_newest(tmp_path):
     store = CheckpointStore(tmp_path, KEY, keep=2)
@@ -283,7 +240,7 @@ def test_join_refused_by_the_learner_leaves_state_untouched(early):
     assert "learner rejected the label of 'e6'" in dead[0]["reason"]
     assert "x1 too large" in dead[0]["reason"]
     st, rs = proc.state, ref.state
-    assert "e6" in st.events_awaiting_label and st.recent.get("e6") is None
+    assert st.pending.lookup("e6")[0] == EVENT  # still waits, not finished
     assert st.counts == {**rs.counts, "dead_letters": 1}
     assert st.counts["labels"] == st.tracker.labels == 8
     assert st.tracker.snapshot() == rs.tracker.snapshot()
@@ -296,14 +253,19 @@ def test_join_refused_by_the_learner_leaves_state_untouched(early):
 
 def test_join_refused_by_the_tracker_leaves_state_untouched():
     proc, sent = offline_processor()
-    feed(proc, [("e", 0, 0.1)])
-    pred = proc.state.events_awaiting_label.get("e0")
-    proc.state.events_awaiting_label.put("e0", pred._replace(p=float("nan")), proc.state.clock)
-    feed(proc, [("l", 0, 1)])
+    task = proc.state.task
+    predict = task.predict
+
+    def broken(clf, ev):  # what waits for the label has p = NaN
+        out, pred = predict(clf, ev)
+        return out, pred._replace(p=float("nan"))
+
+    task.predict = broken
+    feed(proc, [("e", 0, 0.1), ("l", 0, 1)])
     (reason,) = [v["reason"] for t, _, v in sent if t == "streamcal.dead-letters"]
     assert reason.startswith("tracker rejected the prediction of 'e0'")
     assert proc.state.tracker.labels == proc.state.clf.calibration_size == 0
-    assert "e0" in proc.state.events_awaiting_label
+    assert proc.state.pending.lookup("e0")[0] == EVENT
 
 
 def test_refresh_every_reaches_the_learner():

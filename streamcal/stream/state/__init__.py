@@ -3,12 +3,15 @@
 Modules, one idea each:
 
 * ``errors`` -- ``CheckpointError``, raised by every part of this package.
+* ``kv`` -- ``KVStore``: an embedded RocksDB store written in atomic commits.
+* ``fifo`` -- ``Fifo``: a first-in first-out sequence in a store, holes allowed.
 * ``checkpoint`` -- the framing of a checkpoint (``seal`` / ``unseal``: magic, HMAC tag,
-  plain-data payload) and ``CheckpointStore``, atomic checkpoint files in a directory.
+  plain-data payload) and ``CheckpointStore``, the checkpoint files of streamcal before
+  the store (read once, when a state directory is upgraded).
 * ``migrations`` -- the state format, its version, and the upgrades from older ones.
 * ``topic`` -- ``StateTopic``: units' checkpoints as records of a Kafka topic.
-* ``units`` -- ``UnitStates``: the one owner of restoring and saving units (local
-  directory, state topic, which one wins).
+* ``units`` -- ``UnitStates``: the one owner of restoring and saving units (the local
+  store, the state topic, which one wins).
 
 Nothing is imported here, so that importing one module does not import the others.
 """

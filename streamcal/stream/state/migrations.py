@@ -9,8 +9,8 @@ Every stateful part has one form: ``part.to_state()`` gives plain data and the
 classmethod ``Part.from_state(state, **deps)`` rebuilds it, ``deps`` being keywords for
 what is not data (the scoring model, a callable, a converter, the settings):
 
-* stream: ``CalibrationUnit`` (``config=``, ``send=``), ``WaitingRoom``
-  (``value=``, converting each stored value back), ``RecentIds``;
+* stream: ``CalibrationUnit`` (``config=``, ``send=``, ``store=``, ``key=``: its waiting
+  entries are in the store), ``Pending`` (its counters; given to the unit as ``state=``);
 * learner: ``VennAbersClassifier`` (``by=``, only for a callable ``by``), the modes
   ``PretrainedVennAbers``, ``SimplifiedVennAbers`` and ``VennAbers`` (``model=``),
   ``MondrianVennAbers`` (``model=`` and the classifier's settings), a Mondrian category
@@ -47,11 +47,20 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    scheme in use, None for binary). A multiclass unit's state has the same keys as a
    binary one's, with ``VennAbersMultiClassifier.to_state()`` as its classifier,
    ``MulticlassTracker.to_state()`` as its tracker and ``PendingMulticlass`` tuples as
-   its pending predictions (``streamcal.stream.multiclass_unit``). An upgraded state is
+   its pending predictions (``streamcal.stream.tasks``). An upgraded state is
    binary: ``task`` "binary", ``scheme`` None. The classifier's ``refresh_period`` (the
    refresh schedule in use) is absent from a state written before the multiclass default
    became ``2 * window``: that state resumes with the ``window`` it ran with (no new
    version: the key is optional).
+6. Waiting entries on disk: what waits for a partner (``pending``, ``waiting``,
+   ``recent``) is in the unit's ``KVStore`` (``streamcal.stream.pending``), committed in
+   the same atomic batch as this state, which keeps only ``pending``, the counters and
+   sequence numbers of ``Pending.to_state()``; ``counts`` has ``evicted`` and
+   ``labels_lost`` (absent from older states: 0); ``checkpoints`` numbers the unit's
+   checkpoints (absent: 0). An upgraded state carries its old
+   entries as ``legacy`` (``{"pending": [(id, deadline, prediction tuple)], "waiting":
+   [(id, deadline, (y, record tuple))], "recent": [(id, status)]}``, oldest first), which
+   ``CalibrationUnit.from_state`` puts into the store.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -70,7 +79,7 @@ from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
-VERSION = 5
+VERSION = 6
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
 
@@ -142,6 +151,23 @@ def _v4_to_v5(state: dict) -> dict:
 _STEPS[4] = _v4_to_v5
 
 
+# ---------------------------------------------------------------- version 5 -> 6
+def _v5_to_v6(state: dict) -> dict:
+    """Before the waiting entries went to the unit's store: they come as ``legacy``, which
+    ``CalibrationUnit.from_state`` puts into the store."""
+    state = dict(state)
+    state["legacy"] = {
+        "pending": state.pop("pending")["items"],
+        "waiting": state.pop("waiting")["items"],
+        "recent": state.pop("recent")["items"],
+    }
+    state["pending"] = None  # the counters of an empty store (the import adds to them)
+    return state
+
+
+_STEPS[5] = _v5_to_v6
+
+
 # ---------------------------------------------------------------- version 1
 class _V1ProcessorState:
     """``streamcal.stream.processor.ProcessorState`` of 0.1: only its attributes matter."""
@@ -157,6 +183,30 @@ class _V1WaitingLabel:
 class _V1Rec(tuple):
     def __new__(cls, *fields):
         return tuple.__new__(cls, fields)
+
+
+class _V1Slots:
+    """A ``__slots__`` class of 0.1 without ``__getstate__``: pickled as (None, slots)."""
+
+    def __setstate__(self, state):
+        slots = state[1] if isinstance(state, tuple) else state
+        for k, v in slots.items():
+            setattr(self, k, v)
+
+
+class _V1WaitingRoom(_V1Slots):
+    """``streamcal.stream.pending.WaitingRoom`` of 0.1-0.5: id -> (deadline, value), in order."""
+
+    def to_state(self) -> dict:
+        items = [(k, d, v) for k, (d, v) in self._items.items()]
+        return {"ttl": self.ttl, "max_size": self.max_size, "items": items}
+
+
+class _V1RecentIds(_V1Slots):
+    """``streamcal.stream.pending.RecentIds`` of 0.1-0.5: id -> status, in order."""
+
+    def to_state(self) -> dict:
+        return {"max_size": self.max_size, "items": list(self._items.items())}
 
 
 class _V1ScoreStore:
@@ -180,6 +230,8 @@ _V1_CLASSES = {
     ("streamcal.stream.processor", "_WaitingLabel"): _V1WaitingLabel,
     ("streamcal.stream.processor", "_Rec"): _V1Rec,
     ("streamcal.core.store", "ScoreStore"): _V1ScoreStore,
+    ("streamcal.stream.pending", "WaitingRoom"): _V1WaitingRoom,
+    ("streamcal.stream.pending", "RecentIds"): _V1RecentIds,
 }
 
 
@@ -218,4 +270,4 @@ def from_v1(payload: bytes) -> dict:
         "offsets": [(t, p, o) for (t, p), o in old.offsets.items()],
         "clock": old.clock,
     }
-    return {"version": VERSION, "state": state}
+    return {"version": 5, "state": state}  # upgraded from 5 on by ``upgrade``

@@ -1,10 +1,20 @@
 """The units an instance holds, and their states: the one owner of restoring and saving.
 
-A unit's state is kept in a local directory (``state_dir``; ``state_dir/unit-<p>`` for
-the unit of partition p) and, for partition units with a state topic, in Kafka
-(``streamcal.stream.state.topic``), so that it outlives the machine. On restore the
-newest local checkpoint and the state topic's are compared, and the one that covers more
-input wins: the local one may be stale, left from an earlier turn of this instance.
+A unit's state is in its store (``streamcal.stream.state.kv``): the waiting entries, and
+under ``SNAPSHOT`` the rest of the unit sealed as a checkpoint is (``checkpoint.seal``:
+authenticated, plain data). A checkpoint of a unit is one commit of its store: the
+changes since the last one with the new snapshot, in one atomic batch, so the waiting
+entries and the offsets in the snapshot always match, whenever the process dies. A
+restart opens the store; it does not rebuild it. With ``state_dir`` the store is
+``state_dir/store`` (``state_dir/unit-<p>/store`` for the unit of partition p); without,
+it is in a temporary directory (memory stays bounded; a restart replays the topics). A
+state directory of a streamcal before version 6 holds checkpoint files instead: the
+newest is read once and its waiting entries put into the store.
+
+Partition units with a state topic are also kept in Kafka (``streamcal.stream.state.topic``),
+so that they outlive the machine. On restore the local store's snapshot and the state
+topic's are compared, and the one that covers more input wins: the local one may be
+stale, left from an earlier turn of this instance.
 
 Saving follows one rule: the outputs are flushed first, because a state must not cover
 records whose predictions could still be lost. Only the units changed since their last
@@ -14,16 +24,20 @@ checkpoint are saved (``changed``, marked by the processor's loop).
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 
-from streamcal.stream.state.checkpoint import CheckpointStore
+from streamcal.stream.state.checkpoint import CheckpointStore, seal, unseal
 from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.kv import KVStore
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit
 
-__all__ = ["UnitStates"]
+__all__ = ["SNAPSHOT", "UnitStates"]
 
 log = logging.getLogger(__name__)
+
+SNAPSHOT = b"~snapshot"  # the store key of a unit's sealed state (beyond the data keys)
 
 
 class UnitStates:
@@ -35,7 +49,7 @@ class UnitStates:
     (its records go through it).
     """
 
-    def __init__(self, config, key: bytes, unit_class=CalibrationUnit):
+    def __init__(self, config, key: bytes | None, unit_class=CalibrationUnit):
         self.config = config
         self.key = key
         self.unit_class = unit_class
@@ -59,49 +73,73 @@ class UnitStates:
         )
         self.topic.create()
 
-    def _local(self, unit: int | None) -> CheckpointStore | None:
+    def _dir(self, unit: int | None) -> Path | None:
+        """The unit's directory in ``state_dir`` (None without one)."""
         cfg = self.config
         if cfg.state_dir is None:
             return None
         directory = Path(cfg.state_dir)
-        if unit is not GLOBAL_UNIT:
-            directory = directory / f"unit-{unit}"
-        return CheckpointStore(directory, self.key, cfg.checkpoint_keep)
+        return directory if unit is GLOBAL_UNIT else directory / f"unit-{unit}"
 
-    def make(self, unit: int | None, state=None, send=None) -> CalibrationUnit:
-        """Unit ``unit``, new or from ``state``; ``CheckpointError`` if ``state`` is
-        another unit's."""
+    def _local(self, unit: int | None) -> tuple[KVStore, dict | None]:
+        """The unit's store (opened, or a new temporary one) and the state it holds (None
+        if none), from the store's snapshot or, once, an older streamcal's checkpoint file."""
+        directory = self._dir(unit)
+        if directory is None:
+            return KVStore(), None
+        store = KVStore(directory / "store")
+        data = store.get(SNAPSHOT)
+        if data is not None:
+            return store, unseal(self.key, data, f"state store {str(store.path)!r}")
+        try:
+            state = CheckpointStore(directory, self.key, self.config.checkpoint_keep).load()
+        except BaseException:
+            store.close()
+            raise
+        return store, state
+
+    def make(self, unit: int | None, state=None, send=None, store=None) -> CalibrationUnit:
+        """Unit ``unit``, new or from ``state``, its waiting entries in ``store`` (default: a
+        temporary one); ``CheckpointError`` if ``state`` is another unit's."""
         if state is None:
-            return self.unit_class(self.config, unit, send=send)
+            return self.unit_class(self.config, unit, send=send, store=store, key=self.key)
         if state.get("unit") != unit:
             raise CheckpointError(
                 f"checkpoint holds unit {state.get('unit')!r}, not unit {unit!r}; refusing it"
             )
-        return self.unit_class.from_state(state, config=self.config, send=send)
+        return self.unit_class.from_state(state, config=self.config, send=send, store=store,
+                                          key=self.key)  # fmt: skip
+
+    def _hold(self, unit, state, send, store) -> None:
+        try:
+            self.held[unit] = self.make(unit, state, send, store)
+        except BaseException:
+            store.close()
+            raise
+        if state is not None and state.get("legacy") is not None:
+            self.changed.add(unit)  # imported into the store: commit it at the next checkpoint
 
     def restore_global(self) -> bool:
-        """Hold the global unit, from its newest local checkpoint if there is one (then
-        True) or new."""
-        store = self._local(GLOBAL_UNIT)
-        state = store.load() if store is not None else None
-        self.held[GLOBAL_UNIT] = self.make(GLOBAL_UNIT, state)
+        """Hold the global unit, from its local state if there is one (then True) or new."""
+        store, state = self._local(GLOBAL_UNIT)
+        self._hold(GLOBAL_UNIT, state, None, store)
         return state is not None
 
     def adopt(self, units: list[int], send=None) -> None:
         """Hold the partition ``units``, each from its newest checkpoint: the local one or
         the state topic's, whichever covers more input; new where there is none."""
         t = time.monotonic()
-        states, source = {}, {}
+        states, stores, source = {}, {}, {}
         for u in units:
-            store = self._local(u)
-            states[u] = store.load() if store is not None else None
+            stores[u], states[u] = self._local(u)
             source[u] = "local" if states[u] is not None else "new"
         if self.topic is not None:
             for u, state in self.topic.restore(units).items():
                 if states[u] is None or _covered(state) > _covered(states[u]):
                     states[u], source[u] = state, "state topic"
+                    stores[u] = _emptied(stores[u])
         for u in units:
-            self.held[u] = self.make(u, states[u], send)
+            self._hold(u, states[u], send, stores[u])
         self.restore_seconds = time.monotonic() - t
         kinds = ("state topic", "local", "new")
         by_source = {k: [u for u in units if source[u] == k] for k in kinds}
@@ -120,9 +158,14 @@ class UnitStates:
             return
         self.save([self.held[u] for u in units], outbox)
         for u in units:
-            del self.held[u]
+            self.held.pop(u).close()
             self.changed.discard(u)
         log.info("released units %s", units, extra={"event": "released", "units": units})
+
+    def close(self) -> None:
+        """Close every unit's store (after the last checkpoint)."""
+        for unit in self.held.values():
+            unit.close()
 
     def save_changed(self, outbox=None) -> list[CalibrationUnit]:
         """Save the units changed since their last checkpoint; returns them."""
@@ -132,21 +175,39 @@ class UnitStates:
         return units
 
     def save(self, units, outbox=None) -> None:
-        """Flush ``outbox`` first (a state must not cover records whose predictions could
-        still be lost), write the units' states, then flush the state-topic records."""
-        if outbox is not None:
+        """Checkpoint ``units``: flush ``outbox`` first (a state must not cover records
+        whose predictions could still be lost), commit each unit's store with its sealed
+        state, send the state-topic records, then flush them.
+
+        Without a state directory or topic nothing outlives the process: the stores are
+        still committed (what changed goes to disk, out of memory), without a flush."""
+        durable = self.config.state_dir is not None or self.topic is not None
+        if durable and outbox is not None:
             outbox.flush()
         for unit in units:
-            store = self._local(unit.unit)
-            if store is None and self.topic is None:
-                continue
-            state = unit.to_state()
-            if store is not None:
-                store.save(state)
+            if durable:
+                unit.checkpoints += 1
+            state = unit.to_state() if durable else None
+            meta = None
+            if self.config.state_dir is not None:
+                meta = {SNAPSHOT: seal(self.key, state)}
+            unit.store.commit(meta)
             if self.topic is not None:
-                self.topic.save(unit.unit, state, unit.offsets)
+                self.topic.save(unit.unit, {**state, "legacy": unit.export_waiting()},
+                                unit.offsets)  # fmt: skip
         if units and outbox is not None and self.topic is not None:
             outbox.flush()
+
+
+def _emptied(store: KVStore) -> KVStore:
+    """A store like ``store`` with nothing in it (its directory is reused): the local
+    state lost to the state topic's."""
+    path, temporary = store.path, store.temporary
+    store.close()
+    if temporary:
+        return KVStore()
+    shutil.rmtree(path, ignore_errors=True)
+    return KVStore(path)
 
 
 def _covered(state: dict) -> int:

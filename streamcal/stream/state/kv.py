@@ -1,0 +1,213 @@
+"""An embedded key-value store for state that outgrows memory: RocksDB, written in atomic
+commits.
+
+Why RocksDB (through ``rocksdict``, as quixstreams does; Kafka Streams and Flink use it too):
+the waiting predictions are one put per event and one get and delete per label, for labels
+that come in any order, at 10^7 live keys; RocksDB keeps its memory to its caches and its
+write buffers whatever it holds, and commits a batch atomically. LMDB is faster per key
+while labels come in event order, but its memory-mapped file grows to several times the
+live data (and counts in RSS) when they come in random order; SQLite's commit stalls grow
+with its write-ahead log. ``benchmarks/kvstores.py`` measures the three side by side.
+
+Writes (``put``, ``delete``) go to a ``WriteBatch`` and to an overlay dict, so that a read
+(``get``) sees them at once; nothing reaches the database until ``commit(meta)`` writes the
+batch, with ``meta`` (the snapshot and the input offsets it matches) inside it, in one
+atomic ``db.write``. So after a kill -9 the store holds exactly what one commit left: never
+data ahead of its offsets. The write-ahead log is written without fsync: a process crash
+loses nothing committed, a machine crash may lose the last commits (the input is replayed
+from the offsets of the newest commit that survived). ``changes()`` is what the next commit
+will write, by key (a value, or None for a delete): the delta a changelog needs.
+
+>>> store = KVStore()  # no path: a temporary directory, removed on close
+>>> store.put(b"a", b"1"); store.put(b"b", b"2"); store.delete(b"a")
+>>> store.get(b"a"), store.get(b"b"), store.changes()
+(None, b'2', {b'a': None, b'b': b'2'})
+>>> store.commit({b"~meta": b"offsets"}) and None
+>>> store.get(b"b"), store.get(b"~meta"), store.changes()
+(b'2', b'offsets', {})
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteBufferManager,
+    WriteOptions,
+)
+
+__all__ = ["KVStore", "StoreError", "next_key"]
+
+_MISSING = object()
+
+
+class StoreError(OSError):
+    """A store that cannot be opened or written: the message names its directory."""
+
+
+# Shared by every store of the process, so that the memory of all units together is
+# bounded by one figure, not by the number of units (``--scope partition`` opens a store per
+# unit): the block cache (index and filter blocks, recently read values) with the
+# memtables of all stores charged to it.
+CACHE_BYTES = 256 << 20
+_WRITE_BUFFER_BYTES = 64 << 20  # of CACHE_BYTES
+_shared: dict = {}
+
+
+def _shared_parts() -> tuple:
+    if not _shared:
+        cache = Cache(CACHE_BYTES)
+        _shared["cache"] = cache
+        _shared["buffers"] = WriteBufferManager.new_write_buffer_manager_with_cache(
+            _WRITE_BUFFER_BYTES, False, cache
+        )
+    return _shared["cache"], _shared["buffers"]
+
+
+def _options() -> Options:
+    cache, buffers = _shared_parts()
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    # Most lookups are for ids that are not there (every new event is checked for a
+    # duplicate): a bloom filter answers them without reading a block.
+    table.set_bloom_filter(10, False)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    opts.set_block_based_table_factory(table)
+    opts.set_write_buffer_manager(buffers)
+    opts.set_write_buffer_size(16 << 20)
+    opts.set_max_write_buffer_number(3)
+    opts.set_keep_log_file_num(2)
+    opts.set_max_background_jobs(2)
+    return opts
+
+
+def next_key(prefix: bytes) -> bytes:
+    """The smallest key above every key that starts with ``prefix`` (an exclusive bound).
+
+    >>> next_key(b"q"), next_key(b"a\\xff")
+    (b'r', b'b')
+    """
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        raise ValueError("no key follows a prefix of 0xff bytes")
+    p[-1] += 1
+    return bytes(p)
+
+
+class KVStore:
+    """A RocksDB database in ``path`` (created if missing), or in a temporary directory
+    removed on ``close`` (and at exit) when ``path`` is None. Keys and values are bytes."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.temporary = path is None
+        if path is None:
+            path = tempfile.mkdtemp(prefix="streamcal-store-")
+            self._cleanup = weakref.finalize(self, shutil.rmtree, path, True)
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db = Rdict(str(self.path), _options())
+        except Exception as exc:  # rocksdict raises plain Exceptions with RocksDB's text
+            raise StoreError(f"cannot open the state store in {str(self.path)!r}: {exc}") from None
+        self._write_opts = WriteOptions()
+        self._write_opts.sync = False
+        self._batch = WriteBatch(raw_mode=True)
+        self._overlay: dict = {}  # key -> value, or None (deleted), since the last commit
+        self.commits = 0  # commits written by this object
+
+    # ------------------------------------------------------------------ reads
+    def get(self, key: bytes):
+        """The value of ``key`` (uncommitted writes included), or None."""
+        v = self._overlay.get(key, _MISSING)
+        if v is _MISSING:
+            return self._db.get(key)
+        return v
+
+    def changes(self) -> dict:
+        """The writes since the last commit: key -> value, or None for a delete (a view:
+        do not modify it)."""
+        return self._overlay
+
+    def committed_items(self, start: bytes, stop: bytes):
+        """The committed (key, value) pairs with ``start <= key < stop``, in key order (not
+        the writes since the last commit). A generator over a consistent view."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(stop)
+        it = self._db.iter(opts)
+        it.seek(start)
+        while it.valid():
+            yield it.key(), it.value()
+            it.next()
+
+    def items(self, start: bytes, stop: bytes) -> list:
+        """Every (key, value) with ``start <= key < stop`` as of now (committed and not), in
+        key order. Reads the whole range: for small ranges, exports and tests."""
+        merged = dict(self.committed_items(start, stop))
+        for k, v in self._overlay.items():
+            if start <= k < stop:
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = v
+        return sorted(merged.items())
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: bytes, value: bytes) -> None:
+        self._batch.put(key, value)
+        self._overlay[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self._batch.delete(key)
+        self._overlay[key] = None
+
+    def commit(self, meta: dict | None = None) -> dict:
+        """Write the changes since the last commit and ``meta`` (key -> value) in one atomic
+        batch; returns the changes written (``changes()`` as it was)."""
+        batch = self._batch
+        for k, v in (meta or {}).items():
+            batch.put(k, v)
+        try:
+            self._db.write(batch, self._write_opts)
+        except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
+            raise StoreError(f"cannot write the state store in {str(self.path)!r}: {exc}") from None
+        done = self._overlay
+        self._batch = WriteBatch(raw_mode=True)
+        self._overlay = {}
+        self.commits += 1
+        return done
+
+    def rollback(self) -> None:
+        """Forget the writes since the last commit."""
+        self._batch = WriteBatch(raw_mode=True)
+        self._overlay = {}
+
+    def close(self) -> None:
+        """Close the database, dropping uncommitted writes; a temporary one is removed."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+        if self.temporary:
+            self._cleanup()
+
+    def __del__(self):
+        if getattr(self, "_db", None) is not None:
+            try:
+                self._db.close()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
