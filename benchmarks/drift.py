@@ -204,13 +204,13 @@ def _streams():
     return sys.modules[name]
 
 
-OLD_BURN_IN = 1000  # the old alarm's burn-in: its default when it was the alarm
+OLD_BURN_IN, OLD_EPS = 1000, 0.01  # the old alarm's burn-in and clip, as it shipped
 
 
 def old_alarm(ps, ys):
-    """The alarm this one replaces: the protector's test martingale on VA p (burn-in 1,000):
-    (the largest ln S after the burn-in, its path)."""
-    _, path = protect_batch(ps, ys, burn_in=OLD_BURN_IN)
+    """The alarm this one replaces: the protector's test martingale on VA p (burn-in 1,000,
+    clip 0.01): (the largest ln S after the burn-in, its path)."""
+    _, path = protect_batch(ps, ys, burn_in=OLD_BURN_IN, eps=OLD_EPS)
     return float(path[OLD_BURN_IN:].max()), path
 
 
