@@ -11,14 +11,13 @@ objects it ranks nor the bag (see ``streamcal.core.conformal_alarm``):
   after the refresh (the model learned only older ones), whose new scores the refresh
   has just computed. The label that triggers a refresh is the first of the new segment.
 * ``"sva"`` and ``"va"``: the model learns every label, so its scores of two objects are
-  never by one scorer. The alarm keeps a frozen copy of the model (a *snapshot*) and
-  scores each labelled object with it: one extra model score per label. A snapshot is
+  never by one scorer. The alarm scores with frozen copies of the model (*snapshots*),
   taken after the category's labels 0, 1, 2, 4, 8, ... (doubling, so that the first ones
   are not of a model that has learned nothing) until ``2 * window``, then every ``2 *
-  window`` labels: a schedule of counts, as validity needs. The snapshot has learned
-  every object before it, so nothing earlier can be its bag: each snapshot's segment
-  starts with an empty bag (valid, though its first p-values are coarse) and nothing is
-  set aside.
+  window`` labels: a schedule of counts, as validity needs. A snapshot waits one period
+  before it scores: meanwhile every 4th label is set aside, scored by the waiting
+  snapshot (which never saw it), and becomes its bag; the others are ranked by the
+  snapshot in use. One model score per label either way: the extra cost of these modes.
 
 With ``by``, each category has its own alarm (created at its first label; dropped with
 the category's calibration when ``max_categories`` evicts it): the category's labels,
@@ -41,6 +40,7 @@ __all__ = ["ALARM_KEYS", "Alarm", "SNAPSHOT_WINDOWS", "conformity", "snapshot_pe
 
 SNAPSHOT_WINDOWS = 2  # sva / va: a new snapshot every this many windows of labels
 ALARM_KEYS = ("alpha",)  # the keys of ``protect`` that are the alarm's
+RESERVE_EVERY = 4  # sva / va: every this many labels of a period is set aside
 
 _NO_MAX = (float("-inf"), None)
 
@@ -92,23 +92,25 @@ class _Feed:
     label would cost more than the alarm's arithmetic."""
 
     __slots__ = ("alarm", "version", "reserves", "snapshot", "order", "seen", "low_n",
-                 "segment", "every", "low")  # fmt: skip
+                 "segment", "every", "low", "waiting")  # fmt: skip
 
     def __init__(self, params: dict, seed: int, snapshot: bool):
-        if snapshot:
-            params = {**params, "reserve_every": 0}
         self.alarm = ConformalAlarm(**params, seed=seed)
+        if snapshot:  # the set-aside labels are the feed's: the alarm gets them without score
+            self.alarm = ConformalAlarm(**{**params, "reserve_every": 0}, seed=seed)
+        self.waiting = None  # sva / va: (the next snapshot, its bag's scores and labels)
         self.version = None  # the pretrained state's version the segment scores with
         self.reserves: list = []  # the state's n_seen of each set-aside label
         self.snapshot = None  # sva / va: the frozen copy of the model
         self.order = FeatureOrder() if snapshot else None
         self.seen = 0  # labels of this feed (sva / va: the snapshot's age)
         self.low_n = 0  # the classifier's label count where this alarm's ln S was lowest
-        self._mirror()
+        self._mirror(RESERVE_EVERY if snapshot else None)
 
-    def _mirror(self) -> None:
+    def _mirror(self, every: int | None = None) -> None:
         a = self.alarm
-        self.segment, self.every, self.low = a.segment_size, a.reserve_every, a.lowest
+        self.segment, self.low = a.segment_size, a.lowest
+        self.every = a.reserve_every if every is None else every
 
     def learn_pretrained(self, st, y: int) -> float:
         """After ``st.learn(x, y)``: rank the newest calibration object's score; ln S."""
@@ -135,13 +137,28 @@ class _Feed:
         return log_s
 
     def learn_snapshot(self, model, x: dict, y: int, period: int) -> float:
-        """sva / va: rank x's score by the snapshot (taken before x was learned); ln S."""
+        """sva / va, before the model learns x: at a point of the schedule the waiting
+        snapshot starts scoring, with the objects set aside for it as its bag, and a new
+        one (of the model as it is now, which has not seen x) waits; then x is set aside
+        for the waiting one (every ``every``-th label of the period) or ranked by the one
+        in use (the label part only while there is none). Returns ln S."""
         seen = self.seen
-        if self.snapshot is None or seen == _next_snapshot(seen, period):
-            # taken after x was learned would have seen x: the caller calls this first
-            self.snapshot = pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
-            self.alarm.restart()
+        if seen == _next_snapshot(seen, period):
+            waiting = self.waiting
+            self.snapshot = None if waiting is None else waiting[0]
+            self.alarm.restart(*(((), ()) if waiting is None else (waiting[1], waiting[2])))
+            self.waiting = (pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)),
+                            [], [])  # fmt: skip
+            self.segment = 0
         self.seen += 1
+        self.segment += 1
+        if self.every and self.segment % self.every == 0:
+            snap, scores, labels = self.waiting
+            scores.append(conformity(score_sorted(snap, self.order.ordered(x)), y))
+            labels.append(y)
+            return self.alarm.learn(y)
+        if self.snapshot is None:
+            return self.alarm.learn(y)
         s = score_sorted(self.snapshot, self.order.ordered(x))
         return self.alarm.learn(y, conformity(s, y))
 
@@ -151,6 +168,9 @@ class _Feed:
             "version": self.version,
             "reserves": list(self.reserves),
             "snapshot": None if self.snapshot is None else pickle.dumps(self.snapshot),
+            "waiting": None if self.waiting is None else [pickle.dumps(self.waiting[0]),
+                                                          *self.waiting[1:]],  # fmt: skip
+            "segment": self.segment,
             "seen": self.seen,
             "low_n": self.low_n,
         }
@@ -160,11 +180,16 @@ class _Feed:
         self = cls.__new__(cls)
         self.alarm = ConformalAlarm.from_state(state["alarm"])
         self.version, self.reserves = state["version"], list(state["reserves"])
-        snap = state["snapshot"]
+        snap, waiting = state["snapshot"], state["waiting"]
         self.snapshot = None if snap is None else pickle.loads(snap)
-        self.order = FeatureOrder() if snap is not None else None
+        if waiting is not None:
+            waiting = (pickle.loads(waiting[0]), list(waiting[1]), list(waiting[2]))
+        self.waiting = waiting
+        snapshots = waiting is not None
+        self.order = FeatureOrder() if snapshots else None
         self.seen, self.low_n = state["seen"], state["low_n"]
-        self._mirror()
+        self._mirror(RESERVE_EVERY if snapshots else None)
+        self.segment = state["segment"]
         return self
 
 
