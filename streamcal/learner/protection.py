@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from streamcal.core import Protector
-from streamcal.learner.alarm import ALARM_KEYS, Alarm
+from streamcal.learner.alarm import ALARM_KEYS, Alarm, snapshot_period
 from streamcal.learner.scoring import FeatureOrder
 from streamcal.learner.settings import check_protect
 
@@ -58,6 +58,14 @@ MAX_GIVEN = 10_000  # predictions whose base p is remembered, for late labels
 def _plain(v):
     """A key read back from plain data: JSON-like formats turn tuples into lists."""
     return tuple(_plain(e) for e in v) if isinstance(v, list) else v
+
+
+def _alarm_for(params: dict, state, max_categories) -> Alarm:
+    """An alarm for a classifier whose mode state is ``state`` (its mode read from it)."""
+    mode = getattr(state, "mode", None) or ("pretrained" if hasattr(state, "calibration")
+                                            else "sva")  # fmt: skip
+    alpha = {k: params[k] for k in ALARM_KEYS if k in params}
+    return Alarm(alpha, mode, snapshot_period(getattr(state, "window", None)), max_categories)
 
 
 class Protection:
@@ -126,6 +134,8 @@ class Protection:
         copies), after it for ``"pretrained"`` (``state``: the category's, whose
         calibration set then holds x's score)."""
         alarm = self.alarm
+        if alarm is None:  # unpickled from before the conformal alarm: it starts now
+            alarm = self.alarm = _alarm_for(self.params, state, self.max_categories)
         if alarm.mode == "pretrained":
             if not before:
                 alarm.learn(category, state, x, y)
