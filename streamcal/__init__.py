@@ -23,6 +23,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 # ``from streamcal import VennAbersClassifier`` works as usual.
 _PUBLIC = {
     # --- core ---
+    "ConformalAlarm": "streamcal.core",
     "IsotonicCalibrator": "streamcal.core",
     "MERGES": "streamcal.core",
     "Protector": "streamcal.core",
@@ -53,6 +54,7 @@ __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 __all__ = [
     "__version__",
     # core
+    "ConformalAlarm",
     "IsotonicCalibrator",
     "MERGES",
     "Protector",

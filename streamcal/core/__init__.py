@@ -1,6 +1,7 @@
 """Core: exact Venn-Abers calibration. Numbers in, numbers out: no I/O, no river, no Kafka."""
 
 from streamcal.core.batch import venn_abers
+from streamcal.core.conformal_alarm import ConformalAlarm, alarm_batch
 from streamcal.core.isotonic import (
     IsotonicCalibrator,
     dir_predict,
@@ -21,6 +22,7 @@ from streamcal.core.store import ScoreStore, StoreBackendWarning
 from streamcal.core.ties import group_ties
 
 __all__ = [
+    "ConformalAlarm",
     "IsotonicCalibrator",
     "MERGES",
     "OneVsOne",
@@ -28,6 +30,7 @@ __all__ = [
     "SCALAR_MERGES",
     "Protector",
     "SCHEMES",
+    "alarm_batch",
     "ScoreStore",
     "StoreBackendWarning",
     "TopLabel",

@@ -14,18 +14,8 @@ from __future__ import annotations
 
 import math
 
-try:
-    import numba
-
-    _jit = numba.njit(cache=True)
-    COMPILED = True
-except ImportError:  # numba is optional: run the same functions as plain Python
-
-    def _jit(f):
-        return f
-
-    COMPILED = False
-
+from streamcal.core._jit import COMPILED  # noqa: F401 - read by the caller and the tests
+from streamcal.core._jit import jit as _jit
 from streamcal.core._protector_layout import (
     ALARM_AT,
     BURN_IN,

@@ -26,6 +26,7 @@ from river import base, compose
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_label
+from streamcal.learner.alarm import snapshot_period
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
@@ -127,9 +128,13 @@ class VennAbersClassifier(VennAbersWrapper):
         2021): ``True`` (or a dict of ``Protector`` parameters, e.g. ``{"alpha": 0.001}``)
         makes ``predict_proba_one`` return the *protected* probability, a recalibration
         of the Venn-Abers p learned online whose cumulative log loss is at most ln 2
-        above p's and which recovers from a shift in tens of labels, and sets ``alarm``
-        when a test martingale on p crosses ``1 / alpha`` (false-alarm probability at most
-        alpha per protector). ``predict_interval_one`` gives both p and ``p_protected``.
+        above p's and which recovers from a shift in tens of labels
+        (``protection_gain``: the log loss it saved), and sets ``alarm`` when a
+        conformal test martingale against exchangeability crosses ``1 / alpha``: on an
+        exchangeable stream that happens with probability at most alpha (per category),
+        whatever the model (``streamcal.learner.alarm``; ``alarm_onset`` estimates
+        where the change began). ``{"recalibrate": False}`` keeps the alarm alone: p
+        stays the Venn-Abers p. ``predict_interval_one`` gives both p and ``p_protected``.
         With ``by``, each category has its own protector. A label learns with the base p
         given for its object: pass it as ``learn_one(x, y, p=...)`` if you kept it,
         otherwise it is looked up (see ``streamcal.learner.protection``); a caller that
@@ -175,14 +180,17 @@ class VennAbersClassifier(VennAbersWrapper):
     (655, 0)
 
     Protection: ``predict_proba_one`` then returns the protected p, and the alarm says
-    whether p has stayed calibrated (here it has: the test martingale is about 1):
+    whether the stream has stayed exchangeable, the assumption of p's guarantee (here it
+    has: the test martingale is below 1):
 
     >>> guarded = VennAbersClassifier(bare.clone(), window=200, protect=True)
     >>> for x, y in datasets.Phishing():
     ...     iv = guarded.predict_interval_one(x)
     ...     guarded.learn_one(x, y)
     >>> round(iv.p, 3), round(iv.p_protected, 3), guarded.alarm, round(guarded.log_martingale, 2)
-    (0.03, 0.03, False, -0.03)
+    (0.03, 0.03, False, -0.84)
+    >>> round(guarded.protection_gain, 2)  # the log loss protection saved, in nats
+    -0.35
 
     """
 
@@ -237,7 +245,8 @@ class VennAbersClassifier(VennAbersWrapper):
         self._protection = (
             None
             if protect_params is None
-            else Protection(protect_params, max_categories if by is not None else None)
+            else Protection(protect_params, max_categories if by is not None else None,
+                            mode, snapshot_period(window))  # fmt: skip
         )
 
     @property
@@ -385,9 +394,22 @@ class VennAbersClassifier(VennAbersWrapper):
 
     @property
     def log_martingale(self) -> float | None:
-        """With ``protect``: ln of the test martingale (with ``by``, the largest over the
-        categories); None without ``protect``."""
+        """With ``protect``: ln of the alarm's test martingale against exchangeability
+        (with ``by``, the largest over the categories); None without ``protect``."""
         return None if self._protection is None else self._protection.log_martingale
+
+    @property
+    def alarm_onset(self) -> int | None:
+        """With ``protect``, once the alarm fired: the label count where the change is
+        estimated to have begun (None before, and without ``protect``)."""
+        return None if self._protection is None else self._protection.alarm.onset
+
+    @property
+    def protection_gain(self) -> float | None:
+        """With ``protect``: what protection gained, the Venn-Abers p's cumulative log loss
+        minus the protected p's (labels in order; summed over the categories). None
+        without ``protect``; 0 with ``"recalibrate": False``."""
+        return None if self._protection is None else self._protection.protection_gain
 
     @property
     def protectors(self) -> Mapping:
@@ -397,6 +419,15 @@ class VennAbersClassifier(VennAbersWrapper):
         if self._protection is None:
             return MappingProxyType({})
         return MappingProxyType(self._protection.protectors)
+
+    @property
+    def alarms(self) -> Mapping:
+        """With ``protect``: the alarm (``streamcal.core.ConformalAlarm``) of each category
+        (``None`` without ``by``), created at its first label; empty without ``protect``.
+        A live read-only view."""
+        if self._protection is None:
+            return MappingProxyType({})
+        return self._protection.alarm.alarms
 
     def _protect_category(self, x: dict, kwargs):
         """x's category for the protection, with ``by`` (callers skip the call without)."""
@@ -473,6 +504,8 @@ class VennAbersClassifier(VennAbersWrapper):
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
             category = None if self.by is None else self._protect_category(x, kwargs)
+            prot.observe(category, self._state, x, y, before=True)
+        if prot is not None and prot.recalibrate:
             if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
                 base = check_probability(base)  # only if not plainly valid, as the protector
             if prot.lookup:
@@ -488,6 +521,13 @@ class VennAbersClassifier(VennAbersWrapper):
             self._state.learn(x, y)
         if prot is not None:  # after the model's learn: a model error leaves all unchanged
             prot.learn(category, base, y)
+            prot.observe(category, self._category_state(category), x, y, before=False)
+
+    def _category_state(self, category):
+        """The mode state that scores ``category`` (the whole state without ``by``; None
+        for a category not labelled yet)."""
+        st = self._state
+        return st if self.by is None else st.categories.get(category)
 
     # ------------------------------------------------------------------ mini-batches
     def predict_proba_many(self, X, **kwargs):
@@ -625,7 +665,8 @@ class VennAbersClassifier(VennAbersWrapper):
         if state.get("protection") is not None:
             bound = clf.max_categories if clf.by is not None else None
             clf._protection = Protection.from_state(
-                state["protection"], max_categories=bound, lookup=clf._protection.lookup
+                state["protection"], max_categories=bound, lookup=clf._protection.lookup,
+                mode=clf.mode, period=snapshot_period(clf.window),
             )
         return clf
 

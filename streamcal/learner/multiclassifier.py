@@ -9,6 +9,7 @@ from river import base
 
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
+from streamcal.learner.alarm import Alarm
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE
@@ -123,6 +124,15 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         Mondrian calibration as in ``VennAbersClassifier``: a feature name or a function
         of ``x``; every category has its own stores, the model is shared. The pooled
         fallback is not offered.
+    alarm_alpha
+        A level in (0, 1) turns the alarm on (``streamcal.learner.alarm``): ``alarm``
+        becomes True when a conformal test martingale against exchangeability reaches
+        ``1 / alarm_alpha``, which on an exchangeable stream happens with probability at
+        most ``alarm_alpha`` (per category with ``by``), whatever the model. Its label
+        part ranks each label by how rare it is so far; its score part ranks the model's
+        probability of the true class among earlier objects of that class, scored by the
+        same frozen model (the calibration set's scores: no extra cost). There is no
+        protected probability for multiclass models. Default None: off.
 
     Examples
     --------
@@ -158,6 +168,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         refresh_every: int | None = None,
         by=None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
+        alarm_alpha: float | None = None,
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
@@ -182,6 +193,14 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.refresh_every = refresh_every
         self.by = by
         self.max_categories = max_categories
+        self.alarm_alpha = alarm_alpha
+        self._alarm = None
+        if alarm_alpha is not None:
+            try:
+                self._alarm = Alarm({"alpha": alarm_alpha},
+                                    max_categories=None if by is None else max_categories)
+            except ValueError as exc:
+                raise ValueError(f"alarm_alpha: {exc}") from None
         self.classes = Classes()
         self._state = self._new_state(settings.refresh_period_for("multiclass"))
 
@@ -276,9 +295,42 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         else ``[]``."""
         return list(self._state.categories) if self.by is not None else []
 
+    # Classifiers pickled before the alarm existed: off
+    alarm_alpha: float | None = None
+    _alarm: Alarm | None = None
+
+    @property
+    def alarm(self) -> bool:
+        """With ``alarm_alpha``: True once the alarm fired (sticky); else False."""
+        return self._alarm is not None and self._alarm.alarm_at is not None
+
+    @property
+    def alarm_at(self) -> int | None:
+        """With ``alarm_alpha``: the number of labels learned when the alarm fired."""
+        return None if self._alarm is None else self._alarm.alarm_at
+
+    @property
+    def alarm_onset(self) -> int | None:
+        """With ``alarm_alpha``, once the alarm fired: where the change is estimated to
+        have begun (a label count)."""
+        return None if self._alarm is None else self._alarm.onset
+
+    @property
+    def log_martingale(self) -> float | None:
+        """With ``alarm_alpha``: ln S of the alarm (the largest over the categories)."""
+        return None if self._alarm is None else self._alarm.log_martingale
+
     def learn_one(self, x: dict, y, **kwargs) -> None:
         _check_class(y)
-        self._state.learn(x, self.classes.index(y), *self._category(kwargs))
+        label = self.classes.index(y)
+        self._state.learn(x, label, *self._category(kwargs))
+        if self._alarm is not None:
+            if self.by is None:
+                c, st = None, self._state
+            else:
+                c = kwargs["category"] if "category" in kwargs else self._state.category(x)
+                st = self._state.categories[c]
+            self._alarm.learn(c, st, x, label)
 
     # ------------------------------------------------------------------ mini-batches
     def predict_proba_many(self, X, **kwargs):
@@ -340,6 +392,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             "max_categories": self.max_categories,
             "classes": list(self.classes.labels),
             "refresh_period": self._state.refresh_every,
+            "alarm_alpha": self.alarm_alpha,
+            "alarm": None if self._alarm is None else self._alarm.to_state(),
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -354,7 +408,11 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             scheme=state["scheme"],
             **settings,
             max_categories=state["max_categories"],
+            alarm_alpha=state.get("alarm_alpha"),  # states saved before the alarm: off
         )
+        if state.get("alarm") is not None:
+            bound = None if clf.by is None else clf.max_categories
+            clf._alarm = Alarm.from_state(state["alarm"], bound)
         clf.classes = Classes(state["classes"])
         # A state saved before the multiclass default became its own has none: it ran
         # with the binary default.

@@ -1,6 +1,19 @@
-"""A classifier's protection: its protectors (one, or one per category) and the base p it gave.
+"""A classifier's protection: its protectors (one, or one per category), the base p it gave,
+and its alarm.
 
-``VennAbersClassifier(..., protect=True)`` keeps one of these. Each protector
+``VennAbersClassifier(..., protect=True)`` keeps one of these. Two things live here, with
+separate promises:
+
+* **The protectors** (``streamcal.core.Protector``): the protected probability, whose
+  cumulative log loss is the base p's minus ``ln S`` of its protector. That ln S is what
+  protection gained (``protection_gain``: summed over the categories, the total log loss
+  saved); it is not the alarm.
+* **The alarm** (``streamcal.learner.alarm``, conformal test martingales): fires with
+  probability at most ``alpha`` on an exchangeable stream, whatever the model. It does not
+  use the protectors: with ``"recalibrate": False`` the alarm runs alone and the
+  classifier's p is the Venn-Abers p.
+
+The protector Each protector
 (``streamcal.core.Protector``) must learn a label together with the base probability that
 was *given* for that object, which may differ from the one the classifier would give now if
 other labels came in between (late labels). Where that p comes from, in order:
@@ -22,12 +35,10 @@ Route 2 costs a feature key and a table entry per prediction (1-2 µs, and up to
 with ``protect={"lookup": False}`` (``streamcal.learner.settings.check_protect``):
 predictions then remember nothing, and a label without ``p=`` takes route 3.
 
-With ``by``, every category has its own protector (created at its first label; at most
-``max_categories``, the least recently labelled dropped first), so the alarm of a category
-tests that category's forecasts. The classifier's ``alarm`` is any category's: each
-category's false-alarm probability is at most alpha, so with k categories, at most k alpha.
-A label costs O(1) whatever the number of categories: the largest log S over them is kept
-as the labels come, and only recomputed (when read) after its category's log S fell.
+With ``by``, every category has its own protector and its own alarm (created at its first
+label; at most ``max_categories``, the least recently labelled dropped first). The
+classifier's ``alarm`` is any category's: with k categories, a false alarm somewhere has
+probability at most k alpha.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from streamcal.core import Protector
+from streamcal.learner.alarm import ALARM_KEYS, Alarm, snapshot_period
 from streamcal.learner.scoring import FeatureOrder
 from streamcal.learner.settings import check_protect
 
@@ -43,57 +55,92 @@ __all__ = ["MAX_GIVEN", "Protection", "check_protect"]
 MAX_GIVEN = 10_000  # predictions whose base p is remembered, for late labels
 
 
-_NO_MAX = (float("-inf"), None)  # the largest log S over no category
-
-
 def _plain(v):
     """A key read back from plain data: JSON-like formats turn tuples into lists."""
     return tuple(_plain(e) for e in v) if isinstance(v, list) else v
 
 
+def _alarm_for(params: dict, state, max_categories) -> Alarm:
+    """An alarm for a classifier whose mode state is ``state`` (its mode read from it)."""
+    mode = getattr(state, "mode", None) or ("pretrained" if hasattr(state, "calibration")
+                                            else "sva")  # fmt: skip
+    alpha = {k: params[k] for k in ALARM_KEYS if k in params}
+    return Alarm(alpha, mode, snapshot_period(getattr(state, "window", None)), max_categories)
+
+
 class Protection:
     """Protectors by category (``None`` without ``by``) and the base p of recent predictions.
 
-    >>> prot = Protection({"burn_in": 0})
+    >>> prot = Protection({})
     >>> round(prot.predict(None, 0.2), 12)  # nothing learned: p
     0.2
     >>> for i in range(100):
     ...     prot.remember(None, {"a": 1.0}, 0.2)
     ...     prot.learn(None, prot.recall(None, {"a": 1.0}), 1)
-    >>> prot.alarm_at, round(prot.predict(None, 0.2), 2), prot.recall(None, {"a": 1.0})
-    (14, 0.57, None)
+    >>> round(prot.protection_gain, 1), round(prot.predict(None, 0.2), 2)
+    (95.9, 0.57)
+    >>> prot.recall(None, {"a": 1.0}) is None
+    True
     >>> prot.give(None, {"b": 2.0}, 0.3) == prot.predict(None, 0.3), prot.recall(None, {"b": 2.0})
     (True, 0.3)
     """
 
     # Protections pickled before these existed (class attributes as their defaults)
     lookup = True
-    _max: tuple | None = None
+    recalibrate = True
+    alarm: Alarm | None = None
+    gain = 0.0
 
-    def __init__(self, params: dict, max_categories: int | None = None):
+    def __init__(self, params: dict, max_categories: int | None = None,
+                 mode: str = "pretrained", period: int | None = None):  # fmt: skip
         params = dict(params)
         self.lookup = params.pop("lookup", True)  # remember the given p's (route 2)
-        self.params = params  # the Protector's
+        self.recalibrate = params.pop("recalibrate", True)  # the protectors run
+        alarm_params = {k: params.pop(k) for k in ALARM_KEYS if k in params}
+        # The protector's ln S is what it gained, from the first label: its burn-in (a
+        # restart of ln S for its own test) has no use here and is left out.
+        params.pop("burn_in", None)
+        self.params = {**params, "burn_in": 0}  # the Protector's
         self.max_categories = max_categories
+        # the alarm's score part: sva / va take a snapshot every 2 windows (period)
+        self.alarm = Alarm(alarm_params, mode, period, max_categories)
+        self.gain = 0.0  # the protectors' ln S summed: the log loss protection saved
         self.protectors: OrderedDict = OrderedDict()  # category -> Protector, LRU first
         self._given: dict = {}  # (category, names, values) -> base p, oldest first
         self._fresh = Protector(**self.params)  # answers for categories without labels
         self._order = FeatureOrder()  # the canonical feature order, sorted once per key order
-        self.n = 0  # labels learned, all categories
-        self.alarm_at: int | None = None  # self.n when the first protector alarmed
-        # (the largest log S over the categories, its category); None: to recompute
-        self._max: tuple | None = _NO_MAX
+        self.n = 0  # labels learned by the protectors, all categories
+
+    @property
+    def protection_gain(self) -> float:
+        """What protection gained: the protectors' ln S summed over the categories (a
+        dropped category's included), that is the base p's cumulative log loss minus the
+        protected p's, with labels in order (0 before any label)."""
+        return self.gain
+
+    @property
+    def alarm_at(self) -> int | None:
+        """The alarm's label count when it fired (None before)."""
+        return self.alarm.alarm_at
 
     @property
     def log_martingale(self) -> float:
-        """The largest log S over the categories (0 before any label)."""
-        if self._max is None:  # its category's log S fell, or it was dropped
-            self._max = max(
-                ((p.log_martingale, c) for c, p in self.protectors.items()),
-                key=lambda lc: lc[0],
-                default=_NO_MAX,
-            )
-        return self._max[0] if self.protectors else 0.0
+        """The alarm's ln S (with categories, the largest)."""
+        return self.alarm.log_martingale
+
+    def observe(self, category, state, x: dict, y: int, before: bool) -> None:
+        """Give the alarm label ``y`` of ``x``: ``before`` the mode state learns it for
+        ``"sva"`` and ``"va"`` (``state``: the classifier's, whose model the snapshot
+        copies), after it for ``"pretrained"`` (``state``: the category's, whose
+        calibration set then holds x's score)."""
+        alarm = self.alarm
+        if alarm is None:  # unpickled from before the conformal alarm: it starts now
+            alarm = self.alarm = _alarm_for(self.params, state, self.max_categories)
+        if alarm.mode == "pretrained":
+            if not before:
+                alarm.learn(category, state, x, y)
+        elif before:
+            alarm.before_learn(category, state.model, x, y)
 
     def _key(self, category, x: dict):
         """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
@@ -106,13 +153,18 @@ class Protection:
         return key
 
     def predict(self, category, p: float) -> float:
-        """The protected p for base p of an object of ``category``; no side effects."""
+        """The protected p for base p of an object of ``category``; no side effects (p
+        itself without ``recalibrate``)."""
+        if not self.recalibrate:
+            return p
         return self.protectors.get(category, self._fresh).predict(p)
 
     def give(self, category, x: dict, p: float) -> float:
         """The protected p the classifier gives for base p of ``x`` (of ``category``),
         remembering p for x's label (with the look-up): ``remember``, then ``predict``, in
         one call, as the classifier makes it for every prediction."""
+        if not self.recalibrate:
+            return p
         if self.lookup:
             self.remember(category, x, p)
         return self.protectors.get(category, self._fresh).predict(p)
@@ -137,50 +189,55 @@ class Protection:
 
     def learn(self, category, p: float, y: int) -> None:
         """Learn label ``y`` of an object of ``category`` whose base p was ``p``."""
+        if not self.recalibrate:
+            return
         prot = self.protectors.get(category)
         if prot is None:
             if self.max_categories is not None and len(self.protectors) >= self.max_categories:
-                dropped, _ = self.protectors.popitem(last=False)
-                if self._max is not None and self._max[1] == dropped:
-                    self._max = None
+                self.protectors.popitem(last=False)
             prot = self.protectors[category] = Protector(**self.params)
         elif self.max_categories is not None:  # least recently labelled first: evicted first
             self.protectors.move_to_end(category)
-        log_s = prot.learn(p, y)
+        before = prot.log_martingale
+        self.gain += prot.learn(p, y) - before
         self.n += 1
-        # The alarm fires only as ln S reaches ln(1 / alpha) > 0: below 0 it cannot have.
-        if log_s > 0.0 and self.alarm_at is None and prot.alarm:
-            self.alarm_at = self.n
-        top = self._max
-        if top is not None:
-            if log_s >= top[0]:  # the new largest
-                self._max = (log_s, category)
-            elif top[1] == category:  # the largest fell: another category's may be larger
-                self._max = None
 
     def to_state(self) -> dict:
         """Plain data: the protectors (least recently labelled first) and the given p's."""
         return {
             "params": dict(self.params),
+            "recalibrate": self.recalibrate,
             "protectors": [[c, p.to_state()] for c, p in self.protectors.items()],
             "given": [[c, list(names), list(values), p]
                       for (c, names, values), p in self._given.items()],  # fmt: skip
             "n": self.n,
-            "alarm_at": self.alarm_at,
+            "gain": self.gain,
+            "alarm": self.alarm.to_state(),
         }
 
     @classmethod
     def from_state(
-        cls, state: dict, max_categories: int | None = None, lookup: bool = True
-    ) -> Protection:
+        cls, state: dict, max_categories: int | None = None, lookup: bool = True,
+        mode: str = "pretrained", period: int | None = None,
+    ) -> Protection:  # fmt: skip
         """The protection ``to_state`` described; without ``lookup`` the given p's it
-        remembered are dropped (the caller gives them from now on)."""
-        self = cls({**state["params"], "lookup": lookup}, max_categories)
+        remembered are dropped (the caller gives them from now on). A state saved before
+        the conformal alarm (its ``alarm_at`` was the protectors' test of "p is the true
+        probability") gets a new alarm that starts now."""
+        params = {k: v for k, v in state["params"].items() if k not in ALARM_KEYS}
+        recalibrate = state.get("recalibrate", True)
+        self = cls({**params, "lookup": lookup, "recalibrate": recalibrate}, max_categories,
+                   mode, period)  # fmt: skip
+        if "alarm" in state:
+            self.alarm = Alarm.from_state(state["alarm"], max_categories)
+        else:
+            alpha = {k: state["params"][k] for k in ALARM_KEYS if k in state["params"]}
+            self.alarm = Alarm(alpha, mode, period, max_categories)
         for c, st in state["protectors"]:
             self.protectors[_plain(c)] = Protector.from_state(st)
         if lookup:
             for c, names, values, p in state["given"]:
                 self._given[(_plain(c), _plain(names), _plain(values))] = p
-        self.n, self.alarm_at = state["n"], state["alarm_at"]
-        self._max = None  # computed when read
+        self.n = state["n"]
+        self.gain = state.get("gain", sum(p.log_martingale for p in self.protectors.values()))
         return self

@@ -71,7 +71,9 @@ MONDRIAN_SETTINGS = ("by", "min_category", "fallback", "max_categories")
 def check_protect(protect) -> dict | None:
     """The parameters of ``protect`` (True: the defaults, a dict: those), or None (off).
 
-    A dict holds ``Protector`` parameters (``alpha``, ``burn_in``, ...) and optionally
+    A dict holds the alarm's level ``alpha`` (``streamcal.learner.alarm``), ``Protector``
+    parameters (``pi``, ``eps``, ...; its ``burn_in`` is accepted and left out), and
+    optionally ``"recalibrate"`` (default True; False: the alarm alone, p unchanged) and
     ``"lookup"`` (default True): whether the classifier remembers the base p of its
     recent predictions, to learn a late label with the p that was given for its object
     when ``learn_one`` is not told it (``streamcal.learner.protection``). A caller that
@@ -102,9 +104,10 @@ def check_protect(protect) -> dict | None:
             f"protect must be True, False or a dict of Protector parameters, got {protect!r}"
         )
     params = dict(protect)
-    lookup = params.pop("lookup", True)
-    if not isinstance(lookup, bool):
-        raise ValueError(f"protect: lookup must be True or False, got {lookup!r}")
+    for key in ("lookup", "recalibrate"):
+        flag = params.pop(key, True)
+        if not isinstance(flag, bool):
+            raise ValueError(f"protect: {key} must be True or False, got {flag!r}")
     try:
         Protector(**params)
     except (TypeError, ValueError) as exc:

@@ -354,10 +354,12 @@ def corollary1_verdict(last: dict) -> str:
 
 
 def alarm_verdict(last: dict) -> str | None:
-    """What the protector's alarm says (None without protection).
+    """What the alarm says (None without protection).
 
     >>> alarm_verdict({"alarm": 1, "alarm_at": 695, "alarm_alpha": 0.01, "log_martingale": 9.0})
-    'fired at label 695: p is miscalibrated (false-alarm probability at most 0.01)'
+    'fired at label 695: the stream is not exchangeable (false-alarm probability at most 0.01)'
+    >>> alarm_verdict({"alarm": 1, "alarm_at": 695, "alarm_onset": 650, "log_martingale": 9.0})
+    'fired at label 695: the stream is not exchangeable; the change began near label 650'
     >>> alarm_verdict({"alarm": 0, "alarm_alpha": 0.01, "log_martingale": 1.5})
     'not fired: log S = 1.5, alarm level ln(1/alpha) = 4.61'
     """
@@ -368,7 +370,9 @@ def alarm_verdict(last: dict) -> str | None:
         at = last.get("alarm_at")
         where = f"at label {at}" if at is not None else "in some unit"
         bound = f" (false-alarm probability at most {alpha:g})" if alpha else ""
-        return f"fired {where}: p is miscalibrated{bound}"
+        onset = last.get("alarm_onset")
+        began = f"; the change began near label {onset}" if onset is not None else ""
+        return f"fired {where}: the stream is not exchangeable{bound}{began}"
     level = f", alarm level ln(1/alpha) = {math.log(1 / alpha):.3g}" if alpha else ""
     return f"not fired: log S = {last['log_martingale']:.3g}{level}"
 
@@ -466,13 +470,14 @@ _READING = {
         "meet the blue bar [mean p0, mean p1] of that class in every row."
     ),
     PROTECTION_FIGURE: (
-        "The protector's test martingale S (natural log; docs/alerts.md): it bets against "
-        "'p is the true probability' and grows only when p is miscalibrated in a way a "
-        "monotone recalibration fixes. The alarm fires when log S reaches the dashed line "
-        "ln(1/alpha); while p is calibrated that happens with probability at most alpha, "
-        "ever (Ville's inequality), however often the chart is looked at. The vertical line "
-        "is the alarm; from there on, prefer the protected probability (green in the loss "
-        "figure) to p. With several units the curve is the largest unit's log S."
+        "The alarm's conformal test martingale S (natural log; docs/alerts.md): it bets "
+        "against exchangeability of the labelled stream, the assumption p's guarantee rests "
+        "on, and grows when the class prior or the fit of the model's scores to the labels "
+        "changes. The alarm fires when log S reaches the dashed line ln(1/alpha); on an "
+        "exchangeable stream that happens with probability at most alpha, ever (Ville's "
+        "inequality), whatever the model and however often the chart is looked at. The "
+        "vertical line is the alarm; from there on, prefer the protected probability (green "
+        "in the loss figure) to p. With several units the curve is the largest unit's log S."
     ),
     "band.png": (
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "

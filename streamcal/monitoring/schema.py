@@ -241,18 +241,27 @@ FIELDS: tuple[MetricField, ...] = (
     # Not summable across units: the pooled line shows the largest (the unit closest to,
     # or furthest past, its alarm level); "any unit alarmed" is the largest alarm.
     _t_protected("log_martingale", GAUGE, "log S (test martingale)",
-       "Natural log of the protector's test martingale S against calibration of p.",
+       "Natural log of the alarm's conformal test martingale S against exchangeability of "
+       "the labelled stream (docs/alerts.md).",
        labels=_C, pool="max"),
     _t_protected("alarm", GAUGE, "calibration alarm", prometheus="calibration_alarm",
-       help="1 once log S has reached ln(1/alpha) (sticky): p is miscalibrated, at level "
-       "alpha; else 0.",
+       help="1 once log S has reached ln(1/alpha) (sticky): the stream is no longer "
+       "exchangeable, so p's guarantee no longer covers it, at level alpha; else 0.",
        labels=_C, pool="max"),
     # A unit's own label count: meaningless for several units pooled.
     _t_protected("alarm_at", GAUGE, "alarm at label", prometheus="calibration_alarm_at_labels",
-       help="The protector's label count when the alarm fired (null before).", labels=_C,
+       help="The alarm's label count when it fired (null before).", labels=_C,
        pool="none"),
     _t_protected("alarm_alpha", GAUGE, "alarm level alpha", prometheus="calibration_alarm_alpha",
        help="The alarm's level alpha: it fires when log S reaches ln(1/alpha).", pool="max"),
+    _t_protected("alarm_onset", GAUGE, "change began at label",
+       prometheus="calibration_alarm_onset_labels",
+       help="Where the change began, as the alarm reads its martingale back: the label "
+       "count at which log S was last at its lowest before the alarm (null before).",
+       pool="none"),
+    _t_protected("protection_gain", GAUGE, "protection gain (nats)",
+       "What protection gained: the cumulative log loss of p minus that of the protected "
+       "probability, in nats (the protectors' log S, summed over categories).", pool="sum"),
     # Multiclass (--task multiclass): the fields above are then those of the top label,
     # "the predicted class is right" (p is the predicted class's probability, frequency
     # the accuracy), and these are of the whole vector of class probabilities.

@@ -161,11 +161,12 @@ def prediction_in_range(p0, p1, p=None, score=None, p_protected=None) -> bool:
         return False
 
 
-def _protection_state(log_martingale, alarm, alarm_at, alpha) -> dict:
-    """A protector's reported state as plain JSON-ready numbers, checked.
+def _protection_state(log_martingale, alarm, alarm_at, alpha, onset=None, gain=None) -> dict:
+    """The reported state of an alarm (and of protection's gain) as plain JSON-ready
+    numbers, checked.
 
-    >>> _protection_state(2.5, True, 40, 0.01)
-    {'log_martingale': 2.5, 'alarm': 1, 'alarm_at': 40, 'alpha': 0.01}
+    >>> _protection_state(2.5, True, 40, 0.01, onset=31, gain=1.5)
+    {'log_martingale': 2.5, 'alarm': 1, 'alarm_at': 40, 'alpha': 0.01, 'onset': 31, 'gain': 1.5}
     """
     lm = log_martingale
     if isinstance(lm, bool) or not isinstance(lm, Real) or not math.isfinite(lm):
@@ -178,11 +179,21 @@ def _protection_state(log_martingale, alarm, alarm_at, alpha) -> dict:
         raise ValueError(f"alarm_at must be a label count or None, got {alarm_at!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    if onset is not None and (
+        isinstance(onset, bool) or not isinstance(onset, Integral) or onset < 0
+    ):
+        raise ValueError(f"alarm_onset must be a label count or None, got {onset!r}")
+    if gain is not None and (
+        isinstance(gain, bool) or not isinstance(gain, Real) or not math.isfinite(gain)
+    ):
+        raise ValueError(f"protection_gain must be a finite number or None, got {gain!r}")
     return {
         "log_martingale": float(log_martingale),
         "alarm": int(alarm),
         "alarm_at": None if alarm_at is None else int(alarm_at),
         "alpha": float(alpha),
+        "onset": None if onset is None else int(onset),
+        "gain": None if gain is None else float(gain),
     }
 
 
@@ -378,14 +389,17 @@ class CalibrationTracker:
 
     def update_protection(
         self, log_martingale: float, alarm, alarm_at: int | None = None,
-        alpha: float = 0.01, category=None,
+        alpha: float = 0.01, category=None, alarm_onset: int | None = None,
+        protection_gain: float | None = None,
     ) -> None:  # fmt: skip
-        """Record a protector's state after a label: the natural log of its test
-        martingale, whether its (sticky) alarm has fired, the protector's label count when
-        it fired (None before) and its level ``alpha``; of ``category``'s protector if
-        given. The latest report is what the snapshot shows. ValueError (state unchanged)
-        on bad input."""
-        state = _protection_state(log_martingale, alarm, alarm_at, alpha)
+        """Record the alarm's state after a label: the natural log of its test martingale,
+        whether it (sticky) has fired, the label count when it fired (None before), its
+        level ``alpha`` and the estimated onset of the change; of ``category``'s alarm if
+        given. ``protection_gain``: what protection gained so far (the unit's; not per
+        category). The latest report is what the snapshot shows. ValueError (state
+        unchanged) on bad input."""
+        state = _protection_state(log_martingale, alarm, alarm_at, alpha, alarm_onset,
+                                  protection_gain)  # fmt: skip
         if category is None:
             self._protection = state
         else:
@@ -463,6 +477,8 @@ class CalibrationTracker:
                 "alarm": prot.get("alarm"),
                 "alarm_at": prot.get("alarm_at"),
                 "alarm_alpha": prot.get("alpha"),
+                "alarm_onset": prot.get("onset"),
+                "protection_gain": prot.get("gain"),
             }
             out.update((k, values[k]) for k in PROTECTION_KEYS)
         if reliability:

@@ -207,10 +207,10 @@ class BinaryTask:
         if self.by is not None and self.protect is not None and pred.category is not None:
             # Per label: the tracker's "(other)" row keeps the largest log S reported so
             # far (a null category has no row, as in CalibrationTracker.update).
-            prot = clf.protectors.get(pred.category)
-            if prot is not None:
+            alarm = clf.alarms.get(pred.category)
+            if alarm is not None:
                 tracker.update_protection(
-                    prot.log_martingale, prot.alarm, prot.alarm_at,
+                    alarm.log_martingale, alarm.alarm, alarm.alarm_at,
                     alpha=self.protect["alpha"], category=pred.category,
                 )  # fmt: skip
 
@@ -222,7 +222,8 @@ class BinaryTask:
         if self.protect is None or not labels:
             return
         tracker.update_protection(
-            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self.protect["alpha"]
+            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self.protect["alpha"],
+            alarm_onset=clf.alarm_onset, protection_gain=clf.protection_gain,
         )
 
 

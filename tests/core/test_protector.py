@@ -28,14 +28,14 @@ def loss(r: float, y) -> float:
     return -math.log(r if y else 1.0 - r)
 
 
-def clip(p: float, eps: float = 0.01) -> float:
+def clip(p: float, eps: float = 0.001) -> float:
     return min(max(p, eps), 1.0 - eps)
 
 
 class BruteForce:
     """The design note's pseudo-code, literally: dicts of weights, the Cox formula as written."""
 
-    def __init__(self, a=(0, 1, -1), b=(1, 0.5, 2), rates=(1e-2, 1e-3, 1e-4), pi=0.5, eps=0.01):
+    def __init__(self, a=(0, 1, -1), b=(1, 0.5, 2), rates=(1e-2, 1e-3, 1e-4), pi=0.5, eps=0.001):
         self.cals = [(ai, bi) for ai in a for bi in b]
         self.rates, self.eps = rates, eps
         self.P = pi

@@ -28,7 +28,7 @@ def a_metric_line():
         s = float(rng.random())
         t.update(max(0.0, s - 0.1), min(1.0, s + 0.1), int(rng.random() < s), score=s,
                  p_protected=0.9 * s + 0.05)  # fmt: skip
-    t.update_protection(5.2, True, 180, alpha=0.01)  # every field of the schema defined
+    t.update_protection(5.2, True, 180, alpha=0.01, alarm_onset=150, protection_gain=3.5)
     return {
         **t.snapshot(),
         "ts": 1.7e9,

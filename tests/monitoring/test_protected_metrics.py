@@ -323,7 +323,7 @@ def test_schema_line_scrape_and_report(tmp_path):
     doc = json.loads((tmp_path / "report" / "summary.json").read_text())
     for key in ("protected_log_loss", "log_martingale", "alarm", "alarm_at", "alarm_alpha"):
         assert doc[key] == last[key], key
-    verdict = f"fired at label {last['alarm_at']}: p is miscalibrated"
+    verdict = f"fired at label {last['alarm_at']}: the stream is not exchangeable"
     assert doc["calibration_alarm"].startswith(verdict)
     assert f'data-key="calibration_alarm">{verdict}' in text
     # After the change the protected probability did better than p: the recent rows say so.

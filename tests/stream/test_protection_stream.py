@@ -91,7 +91,7 @@ def _replay(items, sent, by=None) -> dict:
         eid = item[0]
         pred = preds[eid]
         cat = pred.get("category") if by is not None else None
-        ref = refs.get(cat, Protector(alpha=0.01))
+        ref = refs.get(cat, Protector(alpha=0.01, burn_in=0))  # as the classifier's protectors
         if kind == "e":
             assert pred["p_protected"] == pytest.approx(ref.predict(pred["p"]), abs=1e-12)
         else:
@@ -114,11 +114,13 @@ def test_protector_learns_the_given_p_with_late_missing_and_out_of_order_labels(
     # The unit passes each label's p: the classifier remembers none (no table to save).
     assert unit.clf.protect == {"alpha": 0.01, "lookup": False}
     assert unit.to_state()["classifier"]["protection"]["given"] == []
-    # The shift is caught after the burn-in (1,000 labels), within a few tens of labels.
-    assert prot.alarm and SHIFT - delay <= prot.alarm_at < SHIFT + delay + 150, prot.alarm_at
+    # The alarm (a conformal test martingale) catches the shift within a few tens of labels.
+    clf = unit.clf
+    assert clf.alarm and SHIFT - delay <= clf.alarm_at < SHIFT + delay + 150, clf.alarm_at
     snap = unit.snapshot()
-    assert (snap["alarm"], snap["alarm_at"], snap["alarm_alpha"]) == (1, prot.alarm_at, 0.01)
-    assert snap["log_martingale"] == pytest.approx(prot.log_martingale)
+    assert (snap["alarm"], snap["alarm_at"], snap["alarm_alpha"]) == (1, clf.alarm_at, 0.01)
+    assert snap["log_martingale"] == pytest.approx(clf.log_martingale)
+    assert snap["protection_gain"] == pytest.approx(prot.log_martingale)
     # The tracker's protected loss is that of the p_protected each prediction carried.
     preds = {v["id"]: v for t, v in sent if t == "streamcal.predictions"}
     losses = [-math.log(preds[e]["p_protected"] if y else 1 - preds[e]["p_protected"])
@@ -143,13 +145,15 @@ def test_each_category_has_its_own_protector():
     for cat, ref in refs.items():
         assert unit.clf.protectors[cat] == ref
     rows = {r["category"]: r for r in unit.category_snapshots()}
-    for cat, ref in refs.items():
-        assert rows[cat]["alarm"] == int(ref.alarm) and rows[cat]["alarm_at"] == ref.alarm_at
-        assert rows[cat]["log_martingale"] == pytest.approx(ref.log_martingale)
+    alarms = unit.clf.alarms
+    for cat in refs:
+        a = alarms[cat]
+        assert rows[cat]["alarm"] == int(a.alarm) and rows[cat]["alarm_at"] == a.alarm_at
+        assert rows[cat]["log_martingale"] == pytest.approx(a.log_martingale)
     # the unit's line: the first alarm and the largest log S over the categories
     snap = unit.snapshot()
-    assert snap["log_martingale"] == pytest.approx(max(r.log_martingale for r in refs.values()))
-    assert snap["alarm"] == int(any(r.alarm for r in refs.values()))
+    assert snap["log_martingale"] == pytest.approx(max(a.log_martingale for a in alarms.values()))
+    assert snap["alarm"] == int(any(a.alarm for a in alarms.values()))
 
 
 def test_without_protection_outputs_are_those_of_before():
@@ -226,15 +230,15 @@ def test_per_category_reports_are_those_of_each_label_s_protector():
     items = _schedule(events, labels, 30, random.Random(14))
     unit, _ = _unit(by="shop")
     _feed(unit, items, by="shop")
-    prots = unit.clf.protectors
-    assert len(prots) == len(shops)
+    alarms = unit.clf.alarms
+    assert len(alarms) == len(unit.clf.protectors) == len(shops)
     rows = {r["category"]: r for r in unit.category_snapshots()}
-    named = [shop for shop in rows if shop in prots]
+    named = [shop for shop in rows if shop in alarms]
     assert len(named) >= 5
     for shop in named:
-        assert rows[shop]["log_martingale"] == pytest.approx(prots[shop].log_martingale), shop
+        assert rows[shop]["log_martingale"] == pytest.approx(alarms[shop].log_martingale), shop
     assert unit.snapshot()["log_martingale"] == pytest.approx(
-        max(p.log_martingale for p in prots.values())
+        max(a.log_martingale for a in alarms.values())
     )
 
 
