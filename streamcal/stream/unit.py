@@ -35,6 +35,7 @@ import orjson
 
 import streamcal
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.stream.bounds import size_text
 from streamcal.stream.config import resolved_scheme, settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields
@@ -141,10 +142,6 @@ def _unpack_label(data: bytes) -> tuple:
     return y, _Rec(topic, partition, offset, timestamp, key, value)
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
-
-
 class CalibrationUnit:
     """The state of one unit and its join/learn logic (see the module docstring).
 
@@ -183,7 +180,6 @@ class CalibrationUnit:
         self.send = send
         self._fields = Fields.of(config)
         self._version = streamcal.__version__
-        self.bound_reached = False  # a waiting bound pushed something out (to log it once)
         self.checkpoints = 0  # checkpoints taken of this unit (numbers them)
 
     @classmethod
@@ -393,10 +389,7 @@ class CalibrationUnit:
                 return
             # The label was refused (dead-lettered): it leaves, the event waits.
             pending.take_label(eid, seq, payload)
-        evicted = pending.wait_event(eid, task.pack(pred), self.clock)
-        if evicted:
-            counts["evicted"] += len(evicted)
-            self.bound_reached = True
+        counts["evicted"] += len(pending.wait_event(eid, task.pack(pred), self.clock))
 
     def on_label(self, rec) -> None:
         """Join a label with its event, or keep it until the event comes."""
@@ -440,17 +433,15 @@ class CalibrationUnit:
                 _unpack_label(old)[1],
                 f"label without event: pushed out by a waiting bound ({self._label_bounds()})",
             )
-        if lost:
-            self.bound_reached = True
 
     def _event_bounds(self) -> str:
         cfg = self.config
-        out = f"pending_max_bytes={_gib(cfg.pending_max_bytes)}"
+        out = f"pending_max_bytes={size_text(cfg.pending_max_bytes)}"
         return out if cfg.pending_max is None else f"{out}, pending_max={cfg.pending_max}"
 
     def _label_bounds(self) -> str:
         cfg = self.config
-        out = f"label_wait_max_bytes={_gib(cfg.label_wait_max_bytes)}"
+        out = f"label_wait_max_bytes={size_text(cfg.label_wait_max_bytes)}"
         return out if cfg.label_wait_max is None else f"{out}, label_wait_max={cfg.label_wait_max}"
 
     def _join(self, eid: str, pred, y, rec) -> bool:
