@@ -229,21 +229,26 @@ class Pending:
         deadline, size = _SEQ_ENTRY.unpack_from(value)
         return seq, deadline, size, value[_SEQ_ENTRY.size :].decode()
 
-    def _pop_event(self, status: int) -> str:
-        seq, _, size, eid = self._first(self.events_fifo)
+    def _pop_event(self, status: int, first=None) -> str:
+        """The oldest waiting event (``first``, if ``_first`` just gave it) leaves,
+        finished as ``status``; returns its id."""
+        seq, _, size, eid = first or self._first(self.events_fifo)
         self.events_fifo.remove(seq)
         self.events -= 1
         self.event_bytes -= size
         self.finish(eid, status)
         return eid
 
-    def _pop_label(self) -> tuple[str, bytes]:
-        seq, _, size, eid = self._first(self.labels_fifo)
-        value = self._get(_ID + eid.encode())
+    def _pop_label(self, first=None) -> tuple[str, bytes]:
+        """The oldest waiting label (``first``, as for ``_pop_event``) leaves; returns its
+        id and payload."""
+        seq, _, size, eid = first or self._first(self.labels_fifo)
+        key = _ID + eid.encode()
+        value = self._get(key)
         self.labels_fifo.remove(seq)
         self.labels -= 1
         self.label_bytes -= size
-        self.store.delete(_ID + eid.encode())
+        self.store.delete(key)
         return eid, value[_WAIT.size :]
 
     def expire(self, now: float) -> tuple[list[str], list[tuple[str, bytes]]]:
@@ -256,7 +261,7 @@ class Pending:
                 if first[1] >= now:
                     self._next_event_deadline = first[1]
                     break
-                events.append(self._pop_event(EXPIRED))
+                events.append(self._pop_event(EXPIRED, first))
             else:
                 self._next_event_deadline = float("-inf")
         if now > self._next_label_deadline and self.labels:
@@ -264,7 +269,7 @@ class Pending:
                 if first[1] >= now:
                     self._next_label_deadline = first[1]
                     break
-                labels.append(self._pop_label())
+                labels.append(self._pop_label(first))
             else:
                 self._next_label_deadline = float("-inf")
         return events, labels

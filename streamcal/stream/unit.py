@@ -118,6 +118,8 @@ class _Rec(NamedTuple):
     value: bytes | None
 
 
+# The names of the finished kinds in plain data (the ``recent`` of a state before version 6).
+_STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
 _LABEL_HEAD = struct.Struct("<Iii")  # JSON length, key length, value length (-1: None)
 
 
@@ -242,9 +244,9 @@ class CalibrationUnit:
         """Put the waiting rooms and finished ids of a state before version 6 into the
         store, in their order (pending: ``(id, deadline, prediction tuple)``; waiting:
         ``(id, deadline, (y, record tuple))``; recent: ``(id, status)``)."""
-        statuses = {"joined": JOINED, "expired": EXPIRED, "evicted": EVICTED}
+        kinds = {name: kind for kind, name in _STATUS.items()}
         for eid, status in legacy["recent"]:
-            self.pending.finish(eid, statuses.get(status, EXPIRED))
+            self.pending.finish(eid, kinds.get(status, EXPIRED))
         pending_type = PendingMulticlass if self.task.name == "multiclass" else PendingPrediction
         for eid, deadline, values in legacy["pending"]:
             payload = self.task.pack(pending_type(*values))
@@ -256,12 +258,14 @@ class CalibrationUnit:
         """Every waiting entry and finished id as plain data, in the ``legacy`` form that
         ``from_state`` imports (reads them all: for exports and tests)."""
         task, pending = self.task, self.pending
-        names = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
+        labels = []
+        for eid, deadline, payload in pending.waiting(LABEL):
+            y, rec = _unpack_label(payload)
+            labels.append((eid, deadline, (y, tuple(rec))))
         return {
             "pending": [(eid, d, tuple(task.unpack(v))) for eid, d, v in pending.waiting(EVENT)],
-            "waiting": [(eid, d, (lambda y, r: (y, tuple(r)))(*_unpack_label(v)))
-                        for eid, d, v in pending.waiting(LABEL)],  # fmt: skip
-            "recent": [(eid, names[kind]) for eid, kind in pending.finished_ids()],
+            "waiting": labels,
+            "recent": [(eid, _STATUS[kind]) for eid, kind in pending.finished_ids()],
         }
 
     def snapshot(self) -> dict:
