@@ -150,6 +150,16 @@ def test_a_truncated_log_goes_on_from_the_point_of_truncation():
     assert [r.offset for r in out[1:] if r.topic == "ev"] == [1, 2]
 
 
+def test_an_out_of_range_answer_is_not_undone_by_the_highwater_of_a_log_that_is_gone():
+    """A topic deleted and recreated: the highwater kept from the old log (10) is not the
+    new log's end (0)."""
+    consumer = LogConsumer({EV: (0, []), LAB: (0, [5])})
+    merge = merge_at(consumer, {EV: 10, LAB: 0})
+    consumer.hw[EV] = 10
+    with pytest.raises(LostInput, match="the log holds no record"):
+        release_all(merge, timeout=5)
+
+
 def test_a_log_that_holds_the_position_is_no_loss():
     """A highwater below the position that the broker's answer does not confirm (a stale
     one) is not taken for a loss."""
@@ -157,3 +167,14 @@ def test_a_log_that_holds_the_position_is_no_loss():
     merge = merge_at(consumer, {EV: 3, LAB: 0})
     consumer.hw[EV] = 1  # stale
     assert merge._look_for_lost_input() == {} and merge.lost == {}
+
+
+def test_the_message_shown_in_docs_processor_md_is_the_processors():
+    from pathlib import Path
+
+    from streamcal.stream.kafka.ordering import _loss
+
+    resume, _, what = _loss(5000, 0, 312, None)
+    msg = LostInput("streamcal.events", 2, 5000, 0, 312, resume, what)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "processor.md").read_text()
+    assert f"streamcal run: error: {msg}\n" in doc

@@ -388,12 +388,13 @@ class OrderedMerge:
         unit = self._unit[tp]
         counts[unit] = counts.get(unit, 0) + n
 
-    def _input_lost(self, tp, position: int, truncated_at: int | None = None) -> dict:
+    def _input_lost(self, tp, position: int, truncated_at=None, highwater=None) -> dict:
         """``tp``'s log may no longer hold ``position`` (see the module docstring): ask
-        for its start and end. Returns {} if it does hold it after all (a stale or
-        transient answer); else raises ``LostInput``, or with ``on_lost_input="continue"``
-        seeks to where reading goes on and returns the ``RejectedRecord`` that stands for
-        the loss."""
+        for its start and end (``highwater``: that of a fetch at ``position``, when that
+        is what showed it). Returns {} if it does hold it after all (a stale or transient
+        answer); else raises ``LostInput``, or with ``on_lost_input="continue"`` seeks to
+        where reading goes on and returns the ``RejectedRecord`` that stands for the
+        loss."""
         consumer = self.consumer
         if tp not in self._bufs:  # not read by this merge (a rebalance meanwhile)
             return {}
@@ -403,9 +404,12 @@ class OrderedMerge:
         except KafkaError as exc:  # asked again at the next look
             log.debug("start and end offsets of %s: %r", tp, exc)
             return {}
-        # Some brokers (tansu 0.6) answer ListOffsets with less than the log's end: the
-        # highwater of a fetch at the position is the better figure when it is larger.
-        end = max(end, consumer.highwater(tp) or 0)
+        if highwater is not None:
+            # Some brokers (tansu 0.6) answer ListOffsets with less than the log's end:
+            # the highwater of a fetch at the position is then the better figure. (Not
+            # otherwise: after a broker said the position is out of range, the highwater
+            # kept from earlier fetches may be that of a log that is gone.)
+            end = max(end, highwater)
         if truncated_at is None and start <= position <= end:
             return {}
         if tp in self._fresh and position == 0 and position < start:
@@ -442,7 +446,7 @@ class OrderedMerge:
             if hw is None or self._unread(p, hw) >= 0 or self._looked.get(p, 0.0) > now:
                 continue
             self._looked[p] = now + 1.0
-            out.update(self._input_lost(p, consumer.position(p)))
+            out.update(self._input_lost(p, consumer.position(p), highwater=hw))
         return out
 
     def _gate(self, recs: list) -> list:
