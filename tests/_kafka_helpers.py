@@ -20,6 +20,7 @@ __all__ = [
     "T0",
     "TIMING_KEYS",
     "base_settings",
+    "broker_up",
     "create_topics",
     "find_noida",
     "json_values",
@@ -171,6 +172,17 @@ def start_tansu(port: int) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def broker_up(bootstrap: str) -> bool:
+    """Whether a broker answers on ``bootstrap`` (for ``wait_until`` after a (re)start)."""
+    from kafka.admin import KafkaAdminClient
+
+    try:
+        KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000).close()
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+    return True
+
+
 def find_noida() -> str | None:
     """The noida-db binary of the noida-db package (the dev extra), or None."""
     spec = importlib.util.find_spec("noida_db")
@@ -213,15 +225,8 @@ class NoidaBroker:
         return self
 
     def _up(self) -> bool:
-        from kafka.admin import KafkaAdminClient
-
         assert self.proc.poll() is None, f"noida-db exited with {self.proc.returncode}"
-        try:
-            KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                             request_timeout_ms=2000).close()  # fmt: skip
-        except Exception:  # noqa: BLE001 - not up yet
-            return False
-        return True
+        return broker_up(self.bootstrap_servers)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

@@ -16,56 +16,36 @@ from hypothesis import strategies as st
 
 from streamcal.stream.kafka import ordering
 from streamcal.stream.kafka.ordering import OrderedMerge
-from tests._fakes import TP, Record
+from tests._fakes import TP, LiveConsumer, Record
 from tests._helpers import examples
 
 TOPICS = ("ev", "lab")
 
 
-class TimedConsumer:
-    """Serves records that become readable at given times of a simulated clock (``t``,
-    seconds), which only its polls move: a poll returns a chunk of 1..``most`` readable
-    records of one partition chosen by ``rng`` (and costs ``step`` seconds), or, when
-    none is readable, waits until one is or its timeout has passed. Highwaters and end
-    offsets tell the truth. ``read_at`` keeps when each record was handed out."""
+class TimedConsumer(LiveConsumer):
+    """A ``LiveConsumer`` on a simulated clock (``now``, seconds) that only its polls move:
+    each costs ``step`` seconds, and one that finds nothing readable waits until a record
+    is or its timeout has passed. ``appear`` holds when each record becomes readable;
+    ``read_at`` keeps when each record was handed out."""
 
-    def __init__(self, data: dict, ready: dict, rng, most: int = 5, step: float = 0.001):
-        self.data, self.ready, self.rng, self.most, self.step = data, ready, rng, most, step
-        self.t = 0.0
-        self.pos = dict.fromkeys(data, 0)
+    def __init__(self, data: dict, appear: dict, rng, most: int = 5, step: float = 0.001):
+        super().__init__(data, appear, rng, most=most, lie=False)
+        self.now, self.step = 0.0, step
         self.read_at: dict = {}
 
-    def readable(self, tp) -> int:
-        return sum(1 for at in self.ready[tp] if at <= self.t)
-
     def poll(self, timeout_ms=0, max_records=2000):
-        self.t += self.step
-        left = [tp for tp in self.data if self.pos[tp] < self.readable(tp)]
-        if not left:
-            later = [a for tp in self.data for a in self.ready[tp][self.pos[tp] :]]
-            self.t = min([self.t + timeout_ms / 1000, *later])
-            left = [tp for tp in self.data if self.pos[tp] < self.readable(tp)]
-            if not left:
-                return {}
-        tp = self.rng.choice(left)
-        p = self.pos[tp]
-        k = min(max_records, self.rng.randint(1, self.most), self.readable(tp) - p)
-        self.pos[tp] = p + k
-        for r in self.data[tp][p : p + k]:
-            self.read_at[(tp, r.offset)] = self.t
-        return {tp: self.data[tp][p : p + k]}
-
-    def highwater(self, tp):
-        return self.readable(tp)
-
-    def position(self, tp):
-        return self.pos[tp]
-
-    def end_offsets(self, tps, timeout_ms=None):
-        return {tp: self.readable(tp) for tp in tps}
+        self.now += self.step
+        if all(self.pos[tp] >= self.readable(tp) for tp in self.data):
+            later = [a for tp in self.data for a in self.appear[tp][self.pos[tp] :]]
+            self.now = min([self.now + timeout_ms / 1000, *later])
+        got = super().poll(timeout_ms, max_records)
+        for tp, recs in got.items():
+            for r in recs:
+                self.read_at[(tp, r.offset)] = self.now
+        return got
 
     def clock(self):
-        return types.SimpleNamespace(monotonic=lambda: self.t, time=time.time)
+        return types.SimpleNamespace(monotonic=lambda: self.now, time=time.time)
 
 
 def live_input(stamps: list, jitter: dict, spread: float) -> tuple[dict, dict]:
@@ -95,13 +75,13 @@ def drain(merge: OrderedMerge, consumer: TimedConsumer) -> list:
     out = []
     total = sum(len(v) for v in consumer.data.values())
     while len(out) < total:
-        assert consumer.t < 10_000, f"not drained: {len(out)} of {total}"
+        assert consumer.now < 10_000, f"not drained: {len(out)} of {total}"
         item = merge.next(0.2)
         if item is not None:
             rank, r = item
             tp = TP(r.topic, r.partition)
             key = (r.timestamp, rank, r.partition, r.offset)
-            out.append((key, consumer.t, consumer.read_at[(tp, r.offset)]))
+            out.append((key, consumer.now, consumer.read_at[(tp, r.offset)]))
     return out
 
 

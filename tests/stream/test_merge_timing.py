@@ -35,6 +35,7 @@ from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
     base_settings,
+    broker_up,
     create_topics,
     own_broker_port,
     produce,
@@ -215,16 +216,6 @@ def test_paused_instance_equals_a_replay(kafka_broker, unique_topics, tmp_path):
 # ---------------------------------------------------------------- a broker restart
 
 
-def _up(bootstrap: str) -> bool:
-    from kafka.admin import KafkaAdminClient
-
-    try:
-        KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000).close()
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-    return True
-
-
 def test_broker_restart_during_the_pause(unique_topics, tmp_path):
     """The broker (in memory) is restarted while the instance is stopped, and the whole
     input is written to it again at the same offsets: after the resume the instance reads
@@ -233,7 +224,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
     bootstrap = f"127.0.0.1:{port}"
     broker = start_tansu(port)
     try:
-        wait(lambda: _up(bootstrap), 30, "the broker")
+        wait(lambda: broker_up(bootstrap), 30, "the broker")
         want = replay(bootstrap, unique_topics, "global")
         for seed in SEEDS:
             rng, t, first, rest = first_half_written(bootstrap, unique_topics, "restart", seed)
@@ -244,7 +235,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
                 broker.terminate()
                 broker.wait()
                 broker = start_tansu(port)
-                wait(lambda: _up(bootstrap), 30, "the restarted broker")
+                wait(lambda: broker_up(bootstrap), 30, "the restarted broker")
                 create_topics(bootstrap, [t["events"], t["labels"]], P)
                 produce(bootstrap, first)  # the same offsets as before the restart
                 produce(bootstrap, rest)
