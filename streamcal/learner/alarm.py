@@ -255,6 +255,9 @@ class Alarm:
                     self._max = None
             feed = self.feeds[category] = _Feed(self.params, _seed(self.created),
                                                 snapshot=self.mode != "pretrained")  # fmt: skip
+            # Its ln S starts at 0 now: its lowest so far, at the classifier's count (not at
+            # 0, for a category first seen later or an alarm that started at a resume).
+            feed.low_n = self.n
             self.created += 1
         elif self.max_categories is not None:
             self.feeds.move_to_end(category)
