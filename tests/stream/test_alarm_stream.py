@@ -269,3 +269,70 @@ def test_a_version_6_state_resumes_with_either_alarm_flag():
                 lines = _run(again, _events(N, seed=8, prefix="f"), label)
                 assert again.clf.alarm and again.clf.alarm_at > 300 + CHANGE
                 assert lines[-1]["alarm_at"] == again.clf.alarm_at
+
+
+# ---------------------------------------------------------------- against tansu
+def _samples(text: str) -> dict:
+    """(name, category) -> value of a Prometheus scrape ("" for the unit's line)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, s.labels.get("category", "")): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}  # fmt: skip
+
+
+def test_a_run_with_a_change_shows_the_alarm_after_it_in_lines_and_prometheus(
+    kafka_broker, unique_topics, tmp_path
+):
+    import urllib.request
+
+    from streamcal.stream.processor import Processor
+    from tests._kafka_helpers import T0, base_settings, produce_stream
+
+    events = list(_events(N, seed=9))
+    produce_stream(
+        kafka_broker, unique_topics,
+        [(e, {"id": e, "features": x}, T0 + 10 * i) for i, (e, x, _) in enumerate(events)],
+        [(e, {"id": e, "label": y}, T0 + 10 * i + 1) for i, (e, _, y) in enumerate(events)],
+    )  # fmt: skip
+    path = tmp_path / "metrics.jsonl"
+    config = ProcessorConfig.build(
+        **base_settings(kafka_broker, unique_topics, mode="pretrained", window=200, by="shop",
+                        metrics_every=100, metrics_file=str(path)),
+        metrics_interval=3600.0, metrics_port=0,
+    )  # fmt: skip
+    processor = Processor(config)
+    scrapes = []
+
+    def on_metrics(line):  # after each unit's line and its category lines
+        url = f"http://127.0.0.1:{processor.metrics_port}/metrics"
+        scrapes.append((line, _samples(urllib.request.urlopen(url, timeout=5).read().decode())))
+
+    final = processor.run(max_idle_s=1.0, on_metrics=on_metrics)
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    units = [ln for ln in lines if "category" not in ln]
+    assert [ln["labels"] for ln in units[:12]] == list(range(100, 1300, 100))
+    assert units[-1] == final
+    for ln in units:
+        assert set(ALARM_KEYS + PROTECTION_KEYS) <= set(ln)
+        if ln["labels"] <= CHANGE:  # not before the change
+            assert ln["alarm"] == 0 and ln["log_martingale"] < LEVEL and ln["alarm_at"] is None
+    assert final["alarm"] == 1 and CHANGE < final["alarm_at"] <= CHANGE + 200
+    assert CHANGE - 100 <= final["alarm_onset"] <= final["alarm_at"]
+    assert final["log_martingale"] >= LEVEL and final["protection_gain"] > 0
+    rows = {r["category"]: r for r in lines[-2:]}  # the last lines: each shop's
+    assert set(rows) == {"a", "b"} and all(rows[c]["alarm"] == 1 for c in "ab")
+    assert all(set(CATEGORY_ALARM_KEYS) <= set(r) for r in rows.values())
+    # Prometheus serves them: the unit's line and each category's
+    before = next(s for ln, s in scrapes if ln["labels"] == CHANGE)
+    assert before[("streamcal_calibration_alarm", "")] == 0
+    line, got = scrapes[-1]
+    assert line == final
+    assert got[("streamcal_calibration_alarm", "")] == 1
+    assert got[("streamcal_calibration_alarm_at_labels", "")] == final["alarm_at"]
+    assert got[("streamcal_calibration_alarm_onset_labels", "")] == final["alarm_onset"]
+    assert got[("streamcal_calibration_alarm_alpha", "")] == 0.01
+    assert got[("streamcal_log_martingale", "")] == pytest.approx(final["log_martingale"])
+    assert got[("streamcal_protection_gain", "")] == pytest.approx(final["protection_gain"])
+    for c in "ab":
+        assert got[("streamcal_calibration_alarm", c)] == 1
+        assert got[("streamcal_log_martingale", c)] == pytest.approx(rows[c]["log_martingale"])
