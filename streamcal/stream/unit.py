@@ -77,7 +77,7 @@ class TopicRank(IntEnum):
 
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
-           "dead_letters")  # fmt: skip
+           "dead_letters", "rejected_state_records")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default

@@ -206,3 +206,31 @@ def test_a_store_is_replaced_only_once_its_rebuild_succeeded(tmp_path):
     assert again.get(b"ia") == b"local" and again.get(b"ib") is None
     assert not (tmp_path / "store.rebuild").exists()
     again.close()
+
+
+def test_a_tampered_local_state_is_skipped_for_the_state_topic(kafka_broker, unique_topics,
+                                                                tmp_path):  # fmt: skip
+    """With a state topic, a local snapshot that fails authentication is passed over (and
+    counted): the unit comes from the topic's authenticated snapshot, never from it."""
+    from streamcal.stream.state.units import SNAPSHOT
+
+    config = _config(kafka_broker, unique_topics, state_dir=str(tmp_path / "state"))
+    states, outbox, unit = _holder(config)
+    _feed(unit, _stream(300, seed=5), 0)
+    states.changed.add(UNIT)
+    states.save_changed(outbox, final=True)
+    outbox.flush()
+    want = _everything(unit)
+    states.close()
+    outbox.close()
+    store = KVStore(tmp_path / "state" / f"unit-{UNIT}" / "store")
+    data = bytearray(store.get(SNAPSHOT))
+    data[-5] ^= 1
+    store.commit({SNAPSHOT: bytes(data)})
+    store.close()
+
+    again, outbox2, restored = _holder(config)
+    assert _everything(restored)[:2] == want[:2]  # the waiting entries and counters
+    assert restored.counts["rejected_state_records"] == 1
+    again.close()
+    outbox2.close()

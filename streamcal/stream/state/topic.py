@@ -117,6 +117,7 @@ class StateTopic:
         self._known: dict = {}  # unit -> record keys found by the last read (tombstoned later)
         self.bytes_written = 0  # value bytes sent, for the benchmarks and the logs
         self.rejected = 0  # records skipped: they failed authentication
+        self.rejected_by_unit: dict = {}  # unit -> such records, until the unit takes them
 
     def create(self, partitions: int = 1) -> None:
         """Create the topic unless it exists (on Apache Kafka, better created beforehand
@@ -331,8 +332,10 @@ class StateTopic:
                 state = unseal(self.key, data, where)
             except CheckpointError as exc:
                 self.rejected += 1
+                self.rejected_by_unit[unit] = self.rejected_by_unit.get(unit, 0) + 1
                 log.warning("state topic: skipping the record at %s:%d: %s",
-                            self.topic, g["first"], exc)  # fmt: skip
+                            self.topic, g["first"], exc,
+                            extra={"event": "rejected_state", "unit": unit})  # fmt: skip
                 continue
             if state.get("unit") != unit:
                 continue
