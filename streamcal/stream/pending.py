@@ -61,6 +61,8 @@ __all__ = [
 ABSENT, EVENT, LABEL = 0, ord("E"), ord("L")
 JOINED, EXPIRED, EVICTED = ord("J"), ord("X"), ord("V")
 FINISHED = frozenset((JOINED, EXPIRED, EVICTED))
+_TAGGED = frozenset((EVENT, LABEL))
+_MARKERS = {kind: bytes((kind,)) for kind in FINISHED}
 
 _ID = b"i"
 _WAIT = struct.Struct("<BQ")  # kind, sequence number (waiting entries)
@@ -95,7 +97,8 @@ class Pending:
         self.max_events = max_events
         self.max_labels = max_labels
         self.dedupe_window = int(dedupe_window)
-        self._key = key
+        # A keyed BLAKE2b, copied per entry (cheaper than keying it anew).
+        self._hasher = None if key is None else hashlib.blake2b(key=key[:64], digest_size=_TAG)
         s = state or {}
         self.events_fifo = Fifo(store, b"q", *s.get("events_fifo", (0, 0)))
         self.labels_fifo = Fifo(store, b"l", *s.get("labels_fifo", (0, 0)))
@@ -128,17 +131,27 @@ class Pending:
         return self.finished_fifo.tail - self.finished_fifo.head
 
     # ------------------------------------------------------------------ entries
+    # Waiting entries (what is learned from) carry a tag over their key and value; a
+    # finished marker and the sequences' entries are pointers: changing them can only make
+    # an entry leave early, which anyone who can write the store can do anyway.
+    def _tag(self, key: bytes, value: bytes) -> bytes:
+        h = self._hasher.copy()
+        h.update(key)
+        h.update(b"\0")
+        h.update(value)
+        return h.digest()
+
     def _put(self, key: bytes, value: bytes) -> None:
-        if self._key is not None:
-            value += _tag(self._key, key, value)
+        if self._hasher is not None:
+            value += self._tag(key, value)
         self.store.put(key, value)
 
     def _get(self, key: bytes):
         value = self.store.get(key)
-        if value is None or self._key is None:
+        if value is None or self._hasher is None or value[0] not in _TAGGED:
             return value
         body, tag = value[:-_TAG], value[-_TAG:]
-        if not hmac.compare_digest(tag, _tag(self._key, key, body)):
+        if not hmac.compare_digest(tag, self._tag(key, body)):
             raise TamperedEntry(
                 f"state store entry {key[:40]!r} failed authentication (changed by someone "
                 "without the checkpoint key); refusing it"
@@ -211,7 +224,7 @@ class Pending:
     def finish(self, eid: str, status: int) -> None:
         """Remember ``eid`` as finished with ``status`` (the newest ``dedupe_window``)."""
         key = eid.encode()
-        self._put(_ID + key, bytes((status,)))
+        self.store.put(_ID + key, _MARKERS[status])
         fifo = self.finished_fifo
         fifo.push(key)
         if fifo.tail - fifo.head > self.dedupe_window:
@@ -293,7 +306,3 @@ class Pending:
             eid = value.decode()
             out.append((eid, self.lookup(eid)[0]))
         return out
-
-
-def _tag(key: bytes, name: bytes, value: bytes) -> bytes:
-    return hashlib.blake2b(name + b"\0" + value, key=key[:64], digest_size=_TAG).digest()
