@@ -81,8 +81,8 @@ class Pending:
     ``ttl`` and ``label_ttl``: how long (clock seconds) an event waits for its label and a
     label for its event. ``max_bytes`` and ``label_max_bytes`` bound the bytes of waiting
     events and of waiting labels, ``max_events`` and ``max_labels`` (None: off) their
-    number; ``dedupe_window`` finished ids are remembered. With ``key``, every entry carries
-    a tag (keyed BLAKE2b over key and value) checked when it is read.
+    number; ``dedupe_window`` finished ids are remembered. With ``key``, every waiting event
+    and label carries a tag (keyed BLAKE2b over key and value) checked when it is read.
     """
 
     def __init__(self, store: KVStore, *, ttl: float, label_ttl: float, max_bytes: int,
