@@ -250,6 +250,17 @@ class StateTopic:
             for p, its_units in sorted(by_partition.items()):
                 tp = TopicPartition(self.topic, p)
                 plans.update(self._plans_in(consumer, tp, its_units, deadline))
+            # A streamcal before the changelog let the producer spread a unit's records by
+            # key: a unit with nothing in its own partition may have an old checkpoint in
+            # another (read once, at the upgrade).
+            missing = [u for u in units if not plans.get(u)]
+            for p in range(self.partitions if missing else 0):
+                found = self._plans_in(consumer, TopicPartition(self.topic, p), missing,
+                                       deadline)  # fmt: skip
+                for u, its_plans in found.items():
+                    legacy = [plan for plan in its_plans if plan.legacy]
+                    if legacy and not plans.get(u):
+                        plans[u] = legacy
             return plans
         finally:
             consumer.close()
