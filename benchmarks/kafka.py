@@ -23,6 +23,7 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
         # condition now vs before issue 20: backlog throughput, live latency
     python benchmarks/kafka.py --quick --protection-only   # --protect, the alarm alone,
         # neither (add --in-process: their CPU per event without Kafka only)
+    python benchmarks/kafka.py --baseline-tree ../old --state-dir  # against an older commit
 
 `streamcal run` protects its predictions and runs the alarm by default (--protect
 --alarm); every full run also times `streamcal run --no-protect --no-alarm` (neither, the
@@ -123,7 +124,7 @@ def child_cpu(before) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def run_streamcal(bootstrap, topics, n, every, extra=()) -> tuple[float, float, dict]:
+def run_streamcal(bootstrap, topics, n, every, extra=(), env=None) -> tuple[float, float, dict]:
     tmp = tempfile.mkdtemp()
     metrics = os.path.join(tmp, "metrics.jsonl")
     cmd = [
@@ -135,7 +136,7 @@ def run_streamcal(bootstrap, topics, n, every, extra=()) -> tuple[float, float, 
         "--metrics-every", str(every), "--max-idle-s", "2", *extra,
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, cwd=tempfile.gettempdir())
+    subprocess.run(cmd, check=True, cwd=tempfile.gettempdir(), env=env)
     cpu = child_cpu(before)
     with open(metrics, "rb") as fh:
         lines = [orjson.loads(x) for x in fh]
@@ -675,6 +676,39 @@ def protection_runs(bs, topics, n, every, repeat: int) -> None:
           f"log_martingale={final['log_martingale']:.2f} alarm={final['alarm']}")  # fmt: skip
 
 
+def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool) -> None:
+    """``streamcal run`` of this checkout and of the checkout ``tree`` (a git worktree of
+    an earlier commit, put first on PYTHONPATH), alternating; prints the table. With
+    ``state`` both run with a --state-dir (checkpoints at each one's default interval)."""
+    key = {"STREAMCAL_CHECKPOINT_KEY": "benchmark-key-0123456789abcdef"}
+    envs = {"this checkout": {**os.environ, **key},
+            "baseline": {**os.environ, **key, "PYTHONPATH": os.path.abspath(tree)}}  # fmt: skip
+    runs: dict = {name: [] for name in envs}
+    tag = topics["group"]
+    for rep in range(repeat):
+        for name, env in envs.items():
+            run = name.split()[0]
+            topics = {**topics, "predictions": f"{tag}.predictions-{run}-{rep}",
+                      "group": f"{tag}-{run}-{rep}"}  # fmt: skip
+            extra = ["--state-dir", tempfile.mkdtemp()] if state else []
+            runs[name].append(run_streamcal(bs, topics, n, every, extra, env=env))
+            print(f"{name}: {runs[name][-1][0]:,.0f} events/s", flush=True)
+    print()
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback"
+          f"{', --state-dir' if state else ''}; best of {repeat} alternating runs")  # fmt: skip
+    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    best = {}
+    for name, results in runs.items():
+        best[name] = max(r for r, _, _ in results)
+        cpu = min(c for _, c, _ in results)
+        print(f"{name:28s} {best[name]:10,.0f} {1e6 * cpu:13,.0f}")
+    pairs = sorted(a[0] / b[0] for a, b in zip(*runs.values(), strict=True))
+    median = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
+    print(f"ratio this / baseline: {best['this checkout'] / best['baseline']:.2f} best over "
+          f"best; median of the {len(pairs)} pairs {median:.2f} (range {pairs[0]:.2f}-"
+          f"{pairs[-1]:.2f})")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -706,6 +740,15 @@ def main() -> None:
         action="store_true",
         help="with --protection-only: only the in-process part (no streamcal run)",
     )
+    ap.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="only streamcal run of this checkout against the one in DIR (e.g. `git worktree "
+        "add ../old <commit>`), alternating",
+    )
+    ap.add_argument(
+        "--state-dir", action="store_true", help="with --baseline-tree: both with a --state-dir"
+    )
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -733,6 +776,9 @@ def main() -> None:
                 print_protection_logic(n, args.repeat)
             else:
                 protection_runs(bs, topics, n, every, args.repeat)
+            return
+        if args.baseline_tree:
+            baseline_runs(bs, topics, n, every, args.repeat, args.baseline_tree, args.state_dir)
             return
         bare, sc, thread, busy, unprotected = [], [], [], [], []
         tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run

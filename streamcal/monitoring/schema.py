@@ -46,8 +46,8 @@ fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, lab
 ``class``, carry each class's one-vs-rest band (``CLASS_KEYS``).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
-['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters', 'merge_stalls',
- 'late_arrivals']
+['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters',
+ 'rejected_state_records', 'merge_stalls', 'late_arrivals']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -335,6 +335,9 @@ FIELDS: tuple[MetricField, ...] = (
        "for their event beyond --label-wait-max-bytes."),
     _p("dead_letters", COUNTER, "dead letters",
        "Messages sent to the dead-letter topic."),
+    _p("rejected_state_records", COUNTER, "state records rejected",
+       "State records (state topic, local state) skipped when the unit was restored: they "
+       "failed authentication (forged, or written with another key)."),
     _p("waiting_labels", GAUGE, "labels waiting for an event",
        "Labels waiting for their event."),
     _p("waiting_label_bytes", GAUGE, "bytes of labels waiting",

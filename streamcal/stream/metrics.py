@@ -23,6 +23,7 @@ import orjson
 
 import streamcal
 from streamcal.monitoring import schema as metric_schema
+from streamcal.stream.bounds import BoundWatch
 from streamcal.stream.unit import GLOBAL_UNIT
 
 __all__ = ["MetricEmitter", "features_of", "metric_line"]
@@ -77,6 +78,7 @@ class MetricEmitter:
         self.version = streamcal.__version__
         self.features = features_of(config)
         self.exporter = None
+        self.bounds = BoundWatch(config)  # logs the label delay the waiting bounds hold
         self.out = None  # the metrics file (or stdout), while running
         self.outbox = None  # the processor's, while running
         self.on_metrics = None
@@ -149,6 +151,7 @@ class MetricEmitter:
         (``categories``: rows of ``CalibrationTracker.category_snapshots``, or None), then
         its per-class lines (``classes``: rows of ``MulticlassTracker.class_snapshots``)."""
         line = self.line(unit, snapshot, merge)
+        self.bounds.observe(line)
         self.mark(unit, line["events"])
         self.last_line_at = time.monotonic()
         if unit is GLOBAL_UNIT:

@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 
+from streamcal.stream.bounds import size_text
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
@@ -179,6 +180,13 @@ class Processor:
         seconds; then flush, checkpoint, commit and return the final metric line (of the
         last unit, with ``--scope partition``)."""
         cfg = self.config
+        log.info(
+            "waiting bounds: predictions %s (--pending-max-bytes), labels %s "
+            "(--label-wait-max-bytes); the label delay they hold is logged once the event "
+            "rate is known", size_text(cfg.pending_max_bytes), size_text(cfg.label_wait_max_bytes),
+            extra={"event": "bounds", "pending_max_bytes": cfg.pending_max_bytes,
+                   "label_wait_max_bytes": cfg.label_wait_max_bytes},
+        )  # fmt: skip
         self.metrics.start(self.units, on_metrics)
         self._last_checkpoint_at = time.monotonic()
         self.states.changed = set()

@@ -35,6 +35,7 @@ import orjson
 
 import streamcal
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.stream.bounds import size_text
 from streamcal.stream.config import resolved_scheme, settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.messages import BadInput, Fields
@@ -76,7 +77,7 @@ class TopicRank(IntEnum):
 
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
-           "dead_letters")  # fmt: skip
+           "dead_letters", "rejected_state_records")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default
@@ -118,6 +119,8 @@ class _Rec(NamedTuple):
     value: bytes | None
 
 
+# The names of the finished kinds in plain data (the ``recent`` of a state before version 6).
+_STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
 _LABEL_HEAD = struct.Struct("<Iii")  # JSON length, key length, value length (-1: None)
 
 
@@ -140,10 +143,6 @@ def _unpack_label(data: bytes) -> tuple:
     at += max(nk, 0)
     value = None if nv < 0 else data[at : at + nv]
     return y, _Rec(topic, partition, offset, timestamp, key, value)
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
 class CalibrationUnit:
@@ -184,7 +183,6 @@ class CalibrationUnit:
         self.send = send
         self._fields = Fields.of(config)
         self._version = streamcal.__version__
-        self.bound_reached = False  # a waiting bound pushed something out (to log it once)
         self.checkpoints = 0  # checkpoints taken of this unit (numbers them)
 
     @classmethod
@@ -248,9 +246,9 @@ class CalibrationUnit:
         """Put the waiting rooms and finished ids of a state before version 6 into the
         store, in their order (pending: ``(id, deadline, prediction tuple)``; waiting:
         ``(id, deadline, (y, record tuple))``; recent: ``(id, status)``)."""
-        statuses = {"joined": JOINED, "expired": EXPIRED, "evicted": EVICTED}
+        kinds = {name: kind for kind, name in _STATUS.items()}
         for eid, status in legacy["recent"]:
-            self.pending.finish(eid, statuses.get(status, EXPIRED))
+            self.pending.finish(eid, kinds.get(status, EXPIRED))
         pending_type = PendingMulticlass if self.task.name == "multiclass" else PendingPrediction
         for eid, deadline, values in legacy["pending"]:
             payload = self.task.pack(pending_type(*values))
@@ -262,12 +260,14 @@ class CalibrationUnit:
         """Every waiting entry and finished id as plain data, in the ``legacy`` form that
         ``from_state`` imports (reads them all: for exports and tests)."""
         task, pending = self.task, self.pending
-        names = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
+        labels = []
+        for eid, deadline, payload in pending.waiting(LABEL):
+            y, rec = _unpack_label(payload)
+            labels.append((eid, deadline, (y, tuple(rec))))
         return {
             "pending": [(eid, d, tuple(task.unpack(v))) for eid, d, v in pending.waiting(EVENT)],
-            "waiting": [(eid, d, (lambda y, r: (y, tuple(r)))(*_unpack_label(v)))
-                        for eid, d, v in pending.waiting(LABEL)],  # fmt: skip
-            "recent": [(eid, names[kind]) for eid, kind in pending.finished_ids()],
+            "waiting": labels,
+            "recent": [(eid, _STATUS[kind]) for eid, kind in pending.finished_ids()],
         }
 
     def snapshot(self) -> dict:
@@ -395,10 +395,7 @@ class CalibrationUnit:
                 return
             # The label was refused (dead-lettered): it leaves, the event waits.
             pending.take_label(eid, seq, payload)
-        evicted = pending.wait_event(eid, task.pack(pred), self.clock)
-        if evicted:
-            counts["evicted"] += len(evicted)
-            self.bound_reached = True
+        counts["evicted"] += len(pending.wait_event(eid, task.pack(pred), self.clock))
 
     def on_label(self, rec) -> None:
         """Join a label with its event, or keep it until the event comes."""
@@ -442,17 +439,15 @@ class CalibrationUnit:
                 _unpack_label(old)[1],
                 f"label without event: pushed out by a waiting bound ({self._label_bounds()})",
             )
-        if lost:
-            self.bound_reached = True
 
     def _event_bounds(self) -> str:
         cfg = self.config
-        out = f"pending_max_bytes={_gib(cfg.pending_max_bytes)}"
+        out = f"pending_max_bytes={size_text(cfg.pending_max_bytes)}"
         return out if cfg.pending_max is None else f"{out}, pending_max={cfg.pending_max}"
 
     def _label_bounds(self) -> str:
         cfg = self.config
-        out = f"label_wait_max_bytes={_gib(cfg.label_wait_max_bytes)}"
+        out = f"label_wait_max_bytes={size_text(cfg.label_wait_max_bytes)}"
         return out if cfg.label_wait_max is None else f"{out}, label_wait_max={cfg.label_wait_max}"
 
     def _join(self, eid: str, pred, y, rec) -> bool:
