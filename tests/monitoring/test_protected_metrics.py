@@ -440,6 +440,7 @@ def test_report_of_a_predictions_file_with_protected_probabilities(tmp_path):
     assert not (tmp_path / "report" / ALARM_FIGURE).exists()
 
 
+@pytest.mark.slow  # five figures of two logs: about 3 s
 def test_report_of_the_alarm_alone(tmp_path):
     """The alarm without protection (--no-protect): its chart, verdict and unit columns;
     no protected rows, curves or columns."""

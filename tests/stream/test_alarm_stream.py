@@ -162,17 +162,18 @@ def test_checkpoint_keeps_the_alarm_and_binds_its_flags():
     for settings, refused in BOUND:
         config = _config(**settings)
         label = (lambda y: ("no", "yes")[y]) if "task" in settings else (lambda y: y)
-        events = list(_events(N, seed=4))
+        events = list(_events(900, seed=4))  # resumed at 500, before the change at 600
         whole = CalibrationUnit(config)
         want = _run(whole, events, label)
         first = CalibrationUnit(config)
-        _run(first, events[:700], label)
+        _run(first, events[:500], label)
         state = full_state(first)
         assert state["fingerprint"]["alarm"] is True
         again = CalibrationUnit.from_state(copy.deepcopy(state), config=config)
-        got = _run(again, events[700:], label)
-        assert [ln["log_martingale"] for ln in got] == [ln["log_martingale"] for ln in want[7:]]
+        got = _run(again, events[500:], label)
+        assert [ln["log_martingale"] for ln in got] == [ln["log_martingale"] for ln in want[5:]]
         assert got[-1]["alarm_at"] == want[-1]["alarm_at"] and got[-1]["alarm"] == 1
+        assert got[-1]["alarm_onset"] == want[-1]["alarm_onset"]
         for other in refused:
             with pytest.raises(CheckpointError, match="checkpoint was written with"):
                 CalibrationUnit.from_state(state, config=_config(**other))
@@ -266,7 +267,7 @@ def test_a_version_6_state_resumes_with_either_alarm_flag():
             again = CalibrationUnit.from_state(copy.deepcopy(v7), config=config)
             assert (again.clf.log_martingale is not None) == alarm
             if alarm:
-                lines = _run(again, _events(N, seed=8, prefix="f"), label)
+                lines = _run(again, _events(900, seed=8, prefix="f"), label)
                 assert again.clf.alarm and again.clf.alarm_at > 300 + CHANGE
                 assert lines[-1]["alarm_at"] == again.clf.alarm_at
 
