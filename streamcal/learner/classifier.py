@@ -382,8 +382,8 @@ class VennAbersClassifier(VennAbersWrapper):
 
     @property
     def alarm(self) -> bool:
-        """With ``protect``: True once a protector's test martingale reached 1 / alpha
-        (sticky); False without ``protect``."""
+        """With ``protect``: True once the alarm's conformal test martingale (any
+        category's, with ``by``) reached 1 / alpha (sticky); False without ``protect``."""
         return self._protection is not None and self._protection.alarm_at is not None
 
     @property
