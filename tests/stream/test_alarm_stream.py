@@ -5,8 +5,10 @@ fields in the metric lines, per unit and per category; it runs alone with
 ``--no-protect``; its checkpoint (state version 7) binds ``--alarm``, and a version-6
 state resumes with identical p and p_protected, its alarm fresh from the resume on.
 
-Against tansu: tests/stream/test_processor_kafka.py (metric lines and Prometheus of a run
-with a change), tests/e2e/test_protection_recovery.py (kill -9 and restart).
+Against tansu (the end of this file): a run with a change has the alarm in its metric lines
+and on Prometheus after the change and not before. kill -9 and restart:
+tests/e2e/test_protection_recovery.py (binary), test_multiclass_recovery.py and
+test_mondrian_recovery.py (each category's).
 """
 
 from __future__ import annotations
