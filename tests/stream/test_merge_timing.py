@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 
-import orjson
 import pytest
 
 from streamcal.stream.config import ProcessorConfig
@@ -37,6 +36,7 @@ from tests._kafka_helpers import (
     base_settings,
     broker_up,
     create_topics,
+    metric_lines,
     own_broker_port,
     produce,
     read_topic,
@@ -182,11 +182,10 @@ def pause_point(tmp_path, name: str, first: list, topics: dict, rng: random.Rand
 
 
 def last_metrics(tmp_path, name: str) -> dict:
-    """{unit: last metric line} of an instance's metric log."""
+    """{unit: last metric line} of an instance's metric log (complete lines: the instance
+    may be writing one)."""
     out: dict = {}
-    path = tmp_path / f"metrics-{name}.jsonl"
-    for line in open(path, encoding="utf-8") if path.exists() else ():
-        row = orjson.loads(line)
+    for row in metric_lines(tmp_path / f"metrics-{name}.jsonl"):
         if "category" not in row:
             out[row["unit"]] = row
     return out
