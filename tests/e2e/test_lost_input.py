@@ -83,7 +83,8 @@ def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what
         metrics = tmp_path / "metrics.jsonl"
         settings = base_settings(bootstrap, t, state_dir=tmp_path / "state", metrics_file=metrics,
                                  checkpoint_interval=0.2, metrics_every=5)  # fmt: skip
-        proc = streamcal_run.popen(settings, stderr=subprocess.PIPE)
+        with open(tmp_path / "stderr.txt", "wb") as stderr:  # a pipe could fill and block
+            proc = streamcal_run.popen(settings, stderr=stderr)
         wait_until(lambda: len(_now_in(bootstrap, t["predictions"])) >= 20, 60,
                    "the first predictions")  # fmt: skip
         wait_until(lambda: has_checkpoint(tmp_path / "state"), 30, "a checkpoint")
@@ -97,7 +98,7 @@ def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what
         wait_until(lambda: broker_up(bootstrap), 30, "the restarted broker")
         _create(bootstrap, t)
         assert proc.wait(60) == 4
-        err = proc.stderr.read().decode().strip().splitlines()[-1]
+        err = (tmp_path / "stderr.txt").read_text().strip().splitlines()[-1]
         assert err.startswith("streamcal run: error: input lost: topic "), err
         assert "no longer holds offset" in err and "the log holds no record" in err, err
         assert "a broker that lost its data" in err and "--on-lost-input continue" in err, err
