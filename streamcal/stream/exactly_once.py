@@ -40,10 +40,16 @@ the two. The protocol orders them and decides at start which one a unit resumes 
 
 Why records are muted one by one, by offset, and not as "the first N records": a record's
 outputs were committed exactly when its offset is below its partition's committed offset,
-whatever order the merge releases records in after the restart (the same order when the
-input was all in the topics, ``streamcal.stream.kafka.ordering``). Why a transaction
-during a replay commits, for a partition still below ``C``, ``C`` and not its position:
-committed offsets never go back, so a crash during the replay mutes the same records again.
+whatever order the merge releases records in after the restart. So an event's prediction
+and the dead letter of a bad record, which its own record makes, are exactly once in any
+case. A dead letter of a label that waited too long or was pushed out by a waiting bound,
+and a metric record, are made by a later record; they are exactly once when the replay
+releases the records in the order of the run that committed them, which the merge does
+for all input that was in the topics when read (``streamcal.stream.kafka.ordering``:
+backlogs, and live input within the grace; not after a stall or a late arrival, which the
+metric lines count). Why a transaction during a replay commits, for a partition still
+below ``C``, ``C`` and not its position: committed offsets never go back, so a crash
+during the replay mutes the same records again.
 
 Fencing. ``--scope global``: the transactional id is the group's (``clients.
 transactional_id``), so a restarted or second instance fences the first at once; the

@@ -143,6 +143,10 @@ def test_a_fenced_producer_stops_without_aborting_or_replacing(producers):
     with pytest.raises(sink.Fenced, match="streamcal-g-global"):
         out.commit({("ev", 0): 2}, GROUP)
     assert "abort" not in [c[0] for c in producers[0].calls] and len(producers) == 1
+    out.send("preds", b"k", b"2")
+    producers[0].fail = {"abort": ProducerFencedError()}
+    out.close()  # a new producer here would fence the successor: never
+    assert len(producers) == 1 and producers[0].calls[-1] == ("close",)
 
 
 def _units(offsets: dict) -> list:
@@ -287,3 +291,15 @@ def test_the_guarantee_is_checked_and_names_its_producer():
     config = ProcessorConfig.build(processing_guarantee="exactly-once", group_id="fraud")
     assert config.exactly_once and clients.transactional_id(config) == "streamcal-fraud-global"
     assert not ProcessorConfig.build().exactly_once
+
+
+def test_a_producer_that_cannot_begin_a_transaction_is_replaced(producers):
+    out = _outbox()
+    producers[0].fail = {"begin": KafkaTimeoutError("coordinator away")}
+    out.send("preds", b"k", b"1")
+    with pytest.raises(sink.TransactionAborted, match="coordinator away"):
+        out.commit({("ev", 0): 1}, GROUP)
+    assert len(producers) == 2 and producers[1].calls == [("init",)]
+    out.send("preds", b"k", b"2")
+    out.commit({("ev", 0): 1}, GROUP)
+    assert [c[0] for c in producers[1].calls] == ["init", "begin", "send", "offsets", "commit"]

@@ -236,7 +236,7 @@ class TransactionalOutbox:
 
     def _abort_after(self, exc: BaseException):
         if _fenced(exc):
-            self.open = False
+            self.open, self._error = False, None
             raise Fenced(self._fenced_text(exc)) from None
         log.warning("transaction failed (%r); aborting it", exc)
         self.abort()
@@ -249,22 +249,28 @@ class TransactionalOutbox:
             f"after its timeout ({exc!r}); stopping without a checkpoint"
         )
 
-    def abort(self) -> None:
+    def abort(self, replace: bool = True) -> None:
         """Abort the open transaction, if any (its outputs are never seen by
-        ``read_committed`` readers). A producer that cannot abort is replaced: its
-        successor's ``init_transactions`` aborts it."""
-        self._error = None
-        if not self.open:
+        ``read_committed`` readers). A producer that cannot abort, or that failed without
+        a transaction open (it could not begin one), is replaced (unless not ``replace``):
+        the new one's ``init_transactions`` ends whatever the old one left. (Were this
+        instance a zombie, that would fence its successor, whose next commit then fails:
+        each commit is still all or nothing, and each instance resumes from what was
+        committed.)"""
+        error, self._error = self._error, None
+        was_open, self.open = self.open, False
+        if was_open:
+            try:
+                self._producer.abort_transaction()
+                return
+            except Exception as exc:  # noqa: BLE001
+                if _fenced(exc):
+                    raise Fenced(self._fenced_text(exc)) from None
+                log.warning("aborting the transaction failed (%r)", exc)
+        elif error is None:
             return
-        self.open = False
-        try:
-            self._producer.abort_transaction()
-            return
-        except Exception as exc:  # noqa: BLE001
-            if _fenced(exc):
-                raise Fenced(self._fenced_text(exc)) from None
-            log.warning("aborting the transaction failed (%r); replacing the producer", exc)
-        self._replace()
+        if replace:
+            self._replace()
 
     def _replace(self, attempts: int = 10) -> None:
         from kafka.errors import KafkaError
@@ -286,9 +292,10 @@ class TransactionalOutbox:
         raise RuntimeError("cannot start a transactional producer; stopping without a checkpoint")
 
     def close(self, timeout: float = 10) -> None:
-        """Close the producer; an open transaction is aborted first (not committed)."""
+        """Close the producer; an open transaction is aborted first (not committed), never
+        by a new producer (the broker aborts it after its timeout, or a successor does)."""
         try:
-            self.abort()
+            self.abort(replace=False)
         except Exception as exc:  # noqa: BLE001 - closing anyway
             log.warning("closing the transactional producer: %r", exc)
         self._producer.close(timeout=timeout)
