@@ -300,7 +300,10 @@ class Processor:
             if totals is not None:
                 metrics.emit_all(units, self._merge_counts)
                 metrics.last_line_counts = totals
-            if self.states.changed and now - self._last_checkpoint_at >= checkpoint_interval:
+            states = self.states
+            if states.changed and (
+                now - self._last_checkpoint_at >= checkpoint_interval or states.full()
+            ):
                 self.checkpoint()
         if progress is not None:
             progress(self._total("events"))
