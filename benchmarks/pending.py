@@ -175,6 +175,7 @@ class Run:
         them, the longest single one, and the CPU seconds of this thread (checkpoints
         excluded) and of the others (RocksDB's flushes and compactions) meanwhile."""
         handle, ranks, changed = self.unit.handle, self.ranks, self.states.changed
+        full = getattr(self.states, "full", lambda: False)
         total = longest = 0.0
         cpu, proc, saves = time.thread_time(), time.process_time(), len(self.stalls)
         for i, rec in enumerate(recs):
@@ -187,7 +188,9 @@ class Run:
             else:
                 handle(ranks[rec.topic], rec)
             changed.add(None)
-            if i % 256 == 255 and time.monotonic() - self.last >= self.interval:
+            # As the processor's loop: on time, or once a unit has many writes waiting
+            # (``UnitStates.full``; the design before the store has no such check).
+            if i % 256 == 255 and (time.monotonic() - self.last >= self.interval or full()):
                 self.checkpoint()
         cpu = time.thread_time() - cpu
         others = max(0.0, time.process_time() - proc - cpu)  # clock granularity
