@@ -695,8 +695,9 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
             runs[name].append(run_streamcal(bs, topics, n, every, extra, env=env))
             print(f"{name}: {runs[name][-1][0]:,.0f} events/s", flush=True)
     print()
+    where = ", --state-dir" if state else ""
     print(f"{n:,} events + {n:,} labels, {mode} + scaled logistic regression, tansu on "
-          f"loopback{', --state-dir' if state else ''}; best of {repeat} alternating runs")  # fmt: skip
+          f"loopback{where}; best of {repeat} alternating runs")  # fmt: skip
     print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
     best = {}
     for name, results in runs.items():
