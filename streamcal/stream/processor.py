@@ -358,8 +358,11 @@ class Processor:
             if totals is not None:
                 metrics.emit_all(units, self._merge_counts)
                 metrics.last_line_counts = totals
-            pending = self.states.changed or (eos is not None and self._out.open)
-            if pending and now - self._last_checkpoint_at >= checkpoint_interval:
+            states = self.states
+            pending = states.changed or (eos is not None and self._out.open)
+            if pending and (
+                now - self._last_checkpoint_at >= checkpoint_interval or states.full()
+            ):
                 try:
                     self.checkpoint()
                 except TransactionAborted as exc:  # exactly-once: back to what was committed

@@ -151,7 +151,7 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
 # Runs `streamcal run` with kill -9 right after the Kafka commit of its CRASH_AT-th
 # checkpoint, before the local stores are committed: the window between the two commits.
 CRASH_BETWEEN_COMMITS = r"""
-import os, sys
+import os, sys, time
 from streamcal.stream.state import units
 
 original, calls = units.UnitStates._commit_stores, []
@@ -165,6 +165,19 @@ def commit_stores(self, staged):
 
 
 units.UnitStates._commit_stores = commit_stores
+# Each record a little slower (6,000 take about 3 s), so that several checkpoints, at
+# 0.2 s, fall within the input however fast the machine handles it: the third commit
+# then comes with input before and after it.
+from streamcal.stream.unit import CalibrationUnit
+handle = CalibrationUnit.handle
+
+
+def slow_handle(self, rank, rec):
+    time.sleep(0.0005)
+    return handle(self, rank, rec)
+
+
+CalibrationUnit.handle = slow_handle
 from streamcal.cli import main
 sys.exit(main(sys.argv[1:]))
 """
