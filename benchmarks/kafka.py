@@ -24,6 +24,8 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
     python benchmarks/kafka.py --quick --protection-only   # --protect, the alarm alone,
         # neither (add --in-process: their CPU per event without Kafka only)
     python benchmarks/kafka.py --baseline-tree ../old --state-dir  # against an older commit
+    python benchmarks/kafka.py --exactly-once --events 50000   # on noida-db: at least once
+        # against exactly once (issue 30), events/s and latency at two checkpoint intervals
 
 `streamcal run` protects its predictions and runs the alarm by default (--protect
 --alarm); every full run also times `streamcal run --no-protect --no-alarm` (neither, the
@@ -92,7 +94,10 @@ print(n / (time.monotonic() - first))
 """
 
 
-def produce_input(bootstrap: str, events: str, labels: str, n: int, seed: int = 0) -> None:
+def produce_input(bootstrap: str, events: str, labels: str, n: int, seed: int = 0,
+                  t0: int = T0) -> None:  # fmt: skip
+    """``n`` events and their labels (5 ms later), record timestamps 10 ms apart from
+    ``t0`` (noida-db deletes records stamped more than 7 days ago: give it now)."""
     from kafka import KafkaProducer
 
     rng = random.Random(seed)
@@ -102,7 +107,7 @@ def produce_input(bootstrap: str, events: str, labels: str, n: int, seed: int = 
         z = 1.2 * x[0] - 0.8 * x[1] + 0.5 * x[2] * x[3]
         y = 1 if rng.random() < 1 / (1 + 2.718281828**-z) else 0
         eid = f"e{i}".encode()
-        ts = T0 + 10 * i
+        ts = t0 + 10 * i
         feats = {f"x{j}": v for j, v in enumerate(x)}
         producer.send(events, key=eid, value=orjson.dumps({"id": eid.decode(), "features": feats}),
                       timestamp_ms=ts)  # fmt: skip
@@ -711,6 +716,179 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
           f"{pairs[-1]:.2f})")  # fmt: skip
 
 
+# --exactly-once: the guarantees compared, each with a state directory, at each interval.
+GUARANTEES = ("at-least-once", "exactly-once")
+EOS_INTERVALS = (1.0, 0.2)  # the default checkpoint interval, and a short one
+_KEY = {"STREAMCAL_CHECKPOINT_KEY": "benchmark-key-0123456789abcdef"}
+
+
+def _guarantee_args(guarantee: str, interval: float) -> list:
+    return ["--processing-guarantee", guarantee, "--checkpoint-interval", str(interval),
+            "--state-dir", tempfile.mkdtemp(), "--no-global-lock"]  # fmt: skip
+
+
+THREAD = "exactly-once --no-producer-process"  # the transactional producer in the thread
+
+
+def eos_throughput(bs, topics, n, every, repeat: int) -> dict:
+    """``streamcal run`` over the same backlog at least once and exactly once, alternating
+    (pairs back to back), at each of ``EOS_INTERVALS``, and exactly once with the producer
+    in the processor's thread at the default interval: {(arm, interval): [events/s, ...]}."""
+    runs: dict = {(g, i): [] for i in EOS_INTERVALS for g in GUARANTEES}
+    runs[(THREAD, EOS_INTERVALS[0])] = []
+    tag = topics["group"]
+    for rep in range(repeat):
+        for (arm, interval), results in runs.items():
+            name = f"{arm.replace(' ', '')}-{interval:g}-{rep}"
+            t = {**topics, "predictions": f"{tag}.predictions-{name}", "group": f"{tag}-{name}"}
+            extra = _guarantee_args(arm.split()[0], interval) + arm.split()[1:]
+            results.append(run_streamcal(bs, t, n, every, extra, env={**os.environ, **_KEY})[0])
+            print(f"streamcal run {arm} --checkpoint-interval {interval:g}: "
+                  f"{results[-1]:,.0f} events/s", flush=True)  # fmt: skip
+    return runs
+
+
+def eos_latency(bs, tag: str, rate: int, seconds: float) -> dict:
+    """Live input at ``rate`` events/s (labels 50 ms later) for ``seconds``, through
+    ``streamcal run`` with each guarantee at each interval: the latency from an event's
+    production to the moment a read_committed reader receives its prediction,
+    {(guarantee, interval): (predictions, p50 ms, p99 ms, max ms)}."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    out = {}
+    for interval in EOS_INTERVALS:
+        for guarantee in GUARANTEES:
+            name = f"live-{guarantee}-{interval:g}"
+            t = {k: f"bench-{tag}.{name}.{k}" for k in ("events", "labels", "predictions",
+                                                          "dead")}  # fmt: skip
+            t["group"] = f"bench-{tag}-{name}"
+            producer = KafkaProducer(bootstrap_servers=bs, linger_ms=1)
+            for k in ("events", "labels", "predictions"):  # create the topics first
+                producer.send(t[k], key=b"warm-up", value=b"{")
+            producer.flush()
+            cmd = [
+                sys.executable, "-m", "streamcal", "run", "--bootstrap-servers", bs,
+                "--group-id", t["group"], "--events-topic", t["events"],
+                "--labels-topic", t["labels"], "--predictions-topic", t["predictions"],
+                "--dead-letter-topic", t["dead"], "--mode", "sva", "--model", "logreg",
+                "--metrics-file", "none", *_guarantee_args(guarantee, interval),
+            ]  # fmt: skip
+            proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env={**os.environ, **_KEY},
+                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            reader = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed",
+                                   fetch_max_wait_ms=20, enable_auto_commit=False)  # fmt: skip
+            tp = TopicPartition(t["predictions"], 0)
+            reader.assign([tp])
+            reader.seek_to_end(tp)
+            seen: dict = {}
+            stop = threading.Event()
+
+            def read(reader=reader, seen=seen, stop=stop):
+                while not stop.is_set():
+                    for recs in reader.poll(timeout_ms=50).values():
+                        now = time.time()
+                        for r in recs:
+                            seen.setdefault(r.key, now)
+
+            thread = threading.Thread(target=read)
+            thread.start()
+            time.sleep(4.0)  # start-up
+            sent, labels, rng = {}, [], random.Random(0)
+            t0, i = time.monotonic(), 0
+            while time.monotonic() - t0 < seconds:
+                now = time.time()
+                while i < rate * (time.monotonic() - t0):
+                    eid = f"e{i}"
+                    x = [rng.gauss(0, 1) for _ in range(2)]
+                    producer.send(t["events"], key=eid.encode(), timestamp_ms=int(now * 1000),
+                                  value=orjson.dumps({"id": eid, "features": {"x0": x[0],
+                                                      "x1": x[1]}}))  # fmt: skip
+                    sent[eid.encode()] = now
+                    labels.append((now + 0.05, eid, int(x[0] > 0)))
+                    i += 1
+                while labels and labels[0][0] <= now:
+                    _, eid, y = labels.pop(0)
+                    producer.send(t["labels"], key=eid.encode(), timestamp_ms=int(now * 1000),
+                                  value=orjson.dumps({"id": eid, "label": y}))  # fmt: skip
+                time.sleep(0.002)
+            producer.flush()
+            producer.close()
+            deadline = time.monotonic() + 3 * interval + 10
+            while len(seen) < len(sent) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            proc.terminate()
+            proc.wait(60)
+            stop.set()
+            thread.join()
+            reader.close()
+            lat = sorted(1000 * (seen[k] - v) for k, v in sent.items() if k in seen)
+            k = len(lat)
+            q50, q99 = (lat[min(k - 1, int(f * k))] if k else 0.0 for f in (0.5, 0.99))
+            out[(guarantee, interval)] = (k, len(sent), q50, q99, lat[-1] if k else 0.0)
+            print(f"live {guarantee} --checkpoint-interval {interval:g}: {k}/{len(sent)} "
+                  f"predictions, p50 {q50:.0f} ms, p99 {q99:.0f} ms", flush=True)  # fmt: skip
+    return out
+
+
+def print_eos(n: int, thr: dict, lat: dict, rate: int, seconds: float, load: tuple) -> None:
+    print()
+    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, noida-db on loopback,"
+          f" --state-dir, --no-global-lock; {len(next(iter(thr.values())))} alternating rounds;"
+          f" load average before {load[0]:.2f}, after {load[1]:.2f}")  # fmt: skip
+    print(f"  {'':56s} {'events/s median (range)':>26s}")
+    for (g, i), xs in thr.items():
+        cell = f"{_median(xs):,.0f} ({min(xs):,.0f}-{max(xs):,.0f})"
+        print(f"  {g + ' --checkpoint-interval ' + format(i, 'g'):56s} {cell:>26s}")
+    ratios = [("exactly-once", "at-least-once", i) for i in EOS_INTERVALS]
+    ratios.append((THREAD, "exactly-once", EOS_INTERVALS[0]))
+    for arm, base, i in ratios:
+        pairs = sorted(e / a for a, e in zip(thr[(base, i)], thr[(arm, i)], strict=True))
+        target = "; target >= 0.8" if (arm, i) == ("exactly-once", EOS_INTERVALS[0]) else ""
+        print(f"  {arm} / {base} at {i:g} s: median of the {len(pairs)} pairs "
+              f"{_median(pairs):.2f} (range {pairs[0]:.2f}-{pairs[-1]:.2f}){target}")  # fmt: skip
+    print(f"  live input, {rate} events/s + labels 50 ms later for {seconds:g} s: latency from "
+          "an event's production to a read_committed reader receiving its prediction (ms)")
+    print(f"  {'':56s} {'predictions':>13s} {'p50':>6s} {'p99':>6s} {'max':>6s}")
+    for (g, i), (k, sent, p50, p99, mx) in lat.items():
+        name = g + " --checkpoint-interval " + format(i, "g")
+        print(f"  {name:56s} {f'{k}/{sent}':>13s} {p50:6.0f} {p99:6.0f} {mx:6.0f}")
+
+
+class _Noida:
+    """A noida-db broker for the lifetime of a ``with`` block (the dev extra's; its helper
+    lives with the tests)."""
+
+    def __enter__(self):
+        sys.path.insert(0, os.path.dirname(_HERE))
+        from tests._kafka_helpers import NoidaBroker, find_noida
+
+        binary = find_noida()
+        if binary is None:
+            raise SystemExit('noida-db is not installed: pip install -e ".[dev]"')
+        self._dir = tempfile.mkdtemp()
+        self.broker = NoidaBroker(binary, os.path.join(self._dir, "data")).start()
+        self.bootstrap_servers = self.broker.bootstrap_servers
+        return self
+
+    def __exit__(self, *exc):
+        self.broker.stop()
+
+
+def exactly_once_main(args, n: int, every: int) -> None:
+    with _Noida() as broker:
+        bs = broker.bootstrap_servers
+        tag = uuid.uuid4().hex[:8]
+        topics = {k: f"bench-{tag}.{k}" for k in ("events", "labels", "predictions", "dead")}
+        topics["group"] = f"bench-{tag}"
+        t = time.monotonic()
+        produce_input(bs, topics["events"], topics["labels"], n, t0=int(time.time() * 1000))
+        print(f"produced {n} events + {n} labels in {time.monotonic() - t:.1f} s", flush=True)
+        before = os.getloadavg()[0]
+        thr = eos_throughput(bs, topics, n, every, args.repeat)
+        lat = eos_latency(bs, tag, args.live_rate, args.live_seconds)
+        print_eos(n, thr, lat, args.live_rate, args.live_seconds, (before, os.getloadavg()[0]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
@@ -751,11 +929,21 @@ def main() -> None:
     ap.add_argument(
         "--state-dir", action="store_true", help="with --baseline-tree: both with a --state-dir"
     )
+    ap.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="only streamcal run at least once and exactly once (--state-dir), alternating, "
+        "at checkpoint intervals 1 s and 0.2 s, and their latency to a read_committed reader "
+        "(--live-rate, --live-seconds), on a noida-db broker (transactions honoured)",
+    )
     ap.add_argument("--mode", default="sva", help="with --baseline-tree: the Venn-Abers mode")
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
     every = max(1000, n // 40)
+    if args.exactly_once:
+        exactly_once_main(args, n, every)
+        return
 
     from streamcal.demo.broker import LocalBroker
 

@@ -101,14 +101,19 @@ def held_units(path) -> set:
 
 
 def streamcal_run_args(settings: dict, *extra: str) -> list[str]:
-    """The command line of ``streamcal run`` with ``settings`` as flags, then ``extra``.
+    """The command line of ``streamcal run`` with ``settings`` as flags (a bool as
+    ``--name`` or ``--no-name``), then ``extra``.
 
-    >>> streamcal_run_args({"group_id": "g", "window": 5}, "--max-idle-s", "1")[4:]
-    ['--group-id', 'g', '--window', '5', '--max-idle-s', '1']
+    >>> streamcal_run_args({"group_id": "g", "window": 5, "global_lock": False}, "-x")[4:]
+    ['--group-id', 'g', '--window', '5', '--no-global-lock', '-x']
     """
     args = [sys.executable, "-m", "streamcal", "run"]
     for name, value in settings.items():
-        args += ["--" + name.replace("_", "-"), str(value)]
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            args += [f"--{flag}", str(value)]
     return args + list(extra)
 
 

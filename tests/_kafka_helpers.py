@@ -24,7 +24,7 @@ __all__ = [
     "create_topics",
     "find_noida",
     "json_values",
-    "kill_9_twice_then_finish",
+    "kill_9_then_finish",
     "metric_lines",
     "own_broker_port",
     "produce",
@@ -33,6 +33,7 @@ __all__ = [
     "same_predictions",
     "scale_out_topics",
     "start_tansu",
+    "stream_now",
     "suffixed",
     "synthetic_stream",
     "untimed",
@@ -61,14 +62,17 @@ def produce(bootstrap: str, records, partition: int | None = None) -> None:
         producer.close()
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 20.0, min_count: int = 0) -> list:
+def read_topic(bootstrap: str, topic: str, timeout: float = 20.0, min_count: int = 0,
+               isolation_level: str = "read_uncommitted") -> list:  # fmt: skip
     """All records of ``topic`` (ConsumerRecords, in (partition, offset) order), read until
-    every partition is at its highwater mark and at least ``min_count`` were seen."""
+    every partition is at its end (its highwater mark; with ``read_committed``, its last
+    stable offset) and at least ``min_count`` were seen."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
-    )
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+        isolation_level=isolation_level,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + timeout
 
@@ -82,14 +86,19 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 20.0, min_count: int
         for tp in tps:
             consumer.seek(tp, 0)
         out = []  # what is there at the deadline, if not min_count: callers compare it
+        committed = isolation_level == "read_committed"
         while time.monotonic() < deadline:
             for recs in consumer.poll(timeout_ms=200).values():
                 out.extend(recs)
-            done = all(
-                consumer.highwater(tp) is not None
-                and consumer.position(tp) >= consumer.highwater(tp)
-                for tp in tps
-            )
+            if committed:  # the position stops at the last stable offset (ListOffsets')
+                ends = consumer.end_offsets(tps)
+                done = all(consumer.position(tp) >= ends[tp] for tp in tps)
+            else:
+                done = all(
+                    consumer.highwater(tp) is not None
+                    and consumer.position(tp) >= consumer.highwater(tp)
+                    for tp in tps
+                )
             if done and len(out) >= min_count:
                 break
         out.sort(key=lambda r: (r.partition, r.offset))
@@ -126,6 +135,15 @@ def synthetic_stream(
             delay = label_delay_ms + (rng.randrange(shuffle_labels) if shuffle_labels else 0)
             labels.append((eid, {"id": eid, "label": y}, ts + delay))
     return events, labels
+
+
+def stream_now(events, labels) -> tuple[list, list]:
+    """``(events, labels)`` of ``synthetic_stream`` stamped from now on: noida-db deletes
+    records stamped longer ago than its retention (7 days) within seconds, as Kafka
+    deletes old segments."""
+    shift = int(time.time() * 1000) - T0
+    return ([(k, v, ts + shift) for k, v, ts in events],
+            [(k, v, ts + shift) for k, v, ts in labels])  # fmt: skip
 
 
 def produce_stream(bootstrap: str, topics: dict, events, labels) -> None:
@@ -320,29 +338,31 @@ def has_checkpoint(state_dir, unit=None) -> bool:
     return any(p.stat().st_size > 0 for p in store.glob("*.log")) or any(store.glob("*.sst"))
 
 
-def kill_9_twice_then_finish(streamcal_run, settings: dict, state_dir, metrics) -> int:
+def kill_9_then_finish(streamcal_run, settings: dict, state_dir, metrics, kills: int = 2,
+                       pause: float = 0.6, stderr=subprocess.DEVNULL) -> int:  # fmt: skip
     """Run ``streamcal run`` with ``settings`` as a subprocess (``streamcal_run``: the
-    fixture), kill it with kill -9 at a random moment after its first checkpoint, twice,
-    then run it to the end of its input (``--max-idle-s 1.5``). Returns the seed of the
-    kill moments (for failure notes)."""
+    fixture), kill it with kill -9 at a random moment (up to ``pause`` s) after it wrote a
+    metric line and once a checkpoint exists, ``kills`` times, then run it to the end of
+    its input (``--max-idle-s 1.5``). ``stderr``: where the killed runs' go. Returns the
+    seed of the kill moments (for failure notes)."""
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
-    kills = 0
-    for _ in range(2):
-        proc = streamcal_run.popen(settings, stderr=subprocess.DEVNULL)
+    killed = 0
+    for _ in range(kills):
+        proc = streamcal_run.popen(settings, stderr=stderr)
         try:
             wait_for_lines(metrics, len(metric_lines(metrics)), proc)
             # Kill only once a checkpoint exists (else the restart has nothing to resume
             # from, and a fast processor could be killed twice before its first one).
             checkpointed = _while_running(proc, lambda: has_checkpoint(state_dir))
             wait_until(checkpointed, 60, "a checkpoint", interval=0.02)
-            time.sleep(rng.uniform(0.0, 0.6))
+            time.sleep(rng.uniform(0.0, pause))
         finally:
             if proc.poll() is None:
                 proc.kill()
-                kills += 1
+                killed += 1
             proc.wait()
-    assert kills == 2
+    assert killed == kills, f"the run ended before kill {killed + 1} (seed {seed})"
     assert has_checkpoint(state_dir), "no checkpoint to resume from"
     done = streamcal_run.run(settings, "--max-idle-s", "1.5")
     assert done.returncode == 0, done.stderr.decode()[-2000:]

@@ -27,8 +27,8 @@ Checkpoints (--state-dir) are authenticated with HMAC-SHA256: give the key in
 STREAMCAL_CHECKPOINT_KEY or --checkpoint-key-file (a file outside the state directory,
 at least 16 bytes). On start the newest checkpoint is verified, restored, and reading
 resumes at its offsets; without --state-dir the processor starts from the beginning of
-the topics. Delivery is at least once: after a crash the predictions since the last
-checkpoint are produced again, with identical values (dedupe by key = event id).
+the topics. Delivery is at least once by default: after a crash the predictions since the
+last checkpoint are produced again, with identical values (dedupe by key = event id).
 SIGINT/SIGTERM stop gracefully (flush, checkpoint, commit).
 
 Records of all partitions of both input topics are processed in one deterministic order
@@ -44,6 +44,12 @@ broker's log no longer holds (a broker that lost its data, an unclean leader ele
 topic deleted and recreated, retention) stops it with exit status 4 and a message naming
 the partition, the position and what the log holds; --on-lost-input continue goes on
 from what the log holds instead, counted and dead-lettered.
+
+--processing-guarantee exactly-once makes each checkpoint interval's outputs, state-topic
+records and input offsets one Kafka transaction (inputs read read_committed): readers
+that read with isolation.level=read_committed see every output exactly once, after a
+crash too, up to one --checkpoint-interval later. An instance fenced by a successor (the
+same transactional id: the same --group-id with --scope global) stops with exit status 5.
 """
 
 
@@ -143,6 +149,7 @@ def _main(args) -> int:
 
     from streamcal.stream.kafka.group import GroupError
     from streamcal.stream.kafka.ordering import LostInput, UnreadableBatch
+    from streamcal.stream.kafka.sink import Fenced
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.
@@ -157,6 +164,9 @@ def _main(args) -> int:
     except LostInput as exc:  # its message says where, what the log holds and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 4
+    except Fenced as exc:  # exactly-once: a successor took over; its message says so
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 5
     except (KafkaError, RuntimeError, OSError) as exc:
         # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
         # was written after the failure, so a restart resumes from the last good one.

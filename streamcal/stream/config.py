@@ -42,6 +42,7 @@ from streamcal.stream.models import (
 )
 
 __all__ = [
+    "GUARANTEES",
     "LOST_INPUT_POLICIES",
     "ProcessorConfig",
     "ENV_PREFIX",
@@ -70,6 +71,8 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "G
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TASKS = ("binary", "multiclass")
 LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.kafka.ordering)
+# --processing-guarantee, the names quixstreams uses (streamcal.stream.exactly_once)
+GUARANTEES = ("at-least-once", "exactly-once")
 
 
 def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
@@ -324,6 +327,15 @@ class ProcessorConfig:
         "snapshot and offsets), its changes to the state topic, offsets committed",
         "state",
     )
+    processing_guarantee: str = _opt(
+        "at-least-once",
+        "at-least-once (after a crash the outputs since the last checkpoint are produced "
+        "again, with identical values) or exactly-once (each checkpoint interval's outputs, "
+        "state-topic records and input offsets in one Kafka transaction, inputs read "
+        "read_committed: readers must read with isolation.level=read_committed, and see "
+        "outputs once their interval is committed)",
+        "state",
+    )
     snapshot_interval: float = _opt(
         30.0,
         "with a state topic, a unit's snapshot goes to it at most this often (its changes go "
@@ -480,6 +492,11 @@ class ProcessorConfig:
         for name in ("linger_ms", "grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.processing_guarantee not in GUARANTEES:
+            raise ValueError(
+                f"processing_guarantee must be one of {', '.join(GUARANTEES)}, "
+                f"got {self.processing_guarantee!r}"
+            )
         if self.on_lost_input not in LOST_INPUT_POLICIES:
             raise ValueError(
                 f"on_lost_input must be one of {', '.join(LOST_INPUT_POLICIES)}, "
@@ -632,6 +649,11 @@ class ProcessorConfig:
         if len(key) < 16:
             raise ValueError("the checkpoint key must be at least 16 bytes long")
         return key
+
+    @property
+    def exactly_once(self) -> bool:
+        """``--processing-guarantee exactly-once``: outputs and offsets in transactions."""
+        return self.processing_guarantee == "exactly-once"
 
     def kafka_client_settings(self) -> dict:
         """Settings shared by the consumer and the producer (kafka-python names)."""

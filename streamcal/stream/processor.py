@@ -14,7 +14,9 @@ Each unit resumes from its newest checkpoint (``streamcal.stream.state.units``).
 is at least once and idempotent by key: after a crash the records since a unit's last
 checkpoint are processed again from the same state, in the same order, so the
 predictions re-emitted are identical to the first ones (consumers keep the latest value
-per key, or dedupe by id).
+per key, or dedupe by id). With ``--processing-guarantee exactly-once`` each checkpoint
+interval's outputs and input offsets are one Kafka transaction, committed before the
+units' stores (``streamcal.stream.exactly_once``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import time
 
 from streamcal.stream.bounds import size_text
 from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
-from streamcal.stream.kafka.sink import quiet_false_alarms
+from streamcal.stream.kafka.sink import TransactionAborted, quiet_false_alarms
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.models import find_model
 from streamcal.stream.state.errors import CheckpointError
@@ -76,6 +79,7 @@ class Processor:
         # (metric_line, metrics_port, checkpoint) works on a processor that never ran.
         self._out = None  # Outbox or ProducerProcess, while running
         self._inputs: Inputs | None = None  # while running
+        self._eos: ExactlyOnce | None = None  # while running with exactly-once
         self.merge_stalls = 0
         self.late_arrivals: dict = {}  # unit -> records that came too late for the order
         self.lost_input: dict = {}  # unit -> positions the broker's log no longer held
@@ -110,18 +114,62 @@ class Processor:
         self.states.adopt(units, self._out.send if self._out is not None else None)
         for u in units:
             self.metrics.mark(u, self.units[u].counts["events"])
+        if self._eos is not None:
+            self._eos.resume(self._local_offsets(units))
+
+    def _local_offsets(self, units) -> dict:
+        """TopicPartition -> next offset (None: nothing read) of the input partitions of
+        ``units``, from the units' states (for ``ExactlyOnce.resume``)."""
+        from kafka import TopicPartition
+
+        cfg = self.config
+        if cfg.scope == "global":
+            tps = self._inputs.partitions()
+        else:
+            tps = [TopicPartition(t, u) for u in units for t in (cfg.events_topic,
+                                                                 cfg.labels_topic)]  # fmt: skip
+        return {tp: self._offset(tp.topic, tp.partition) for tp in tps}
 
     def _release(self, units: list[int]) -> None:
         # No offset commit here: this runs in kafka-python's I/O thread, where the
         # consumer cannot block; the checkpoints are what the next owner resumes from.
-        self.states.release(units, self._out)
+        # (With exactly-once the offsets go with the transaction, through the producer.)
+        self.states.release(units, self._out, self._transaction())
+
+    def _transaction(self):
+        """What commits a checkpoint's transaction, with exactly-once while running."""
+        return self._eos.commit if self._eos is not None else None
 
     def checkpoint(self, final: bool = False) -> None:
         """Flush outputs, write the states of the units changed since the last checkpoint
-        (with the offsets they correspond to), commit the offsets."""
-        changed = self.states.save_changed(self._out, final)
-        if self._inputs is not None:
+        (with the offsets they correspond to), commit the offsets. With exactly-once: the
+        units' state-topic records and offsets go into the transaction, which is committed
+        before their stores (``TransactionAborted``, ``Fenced`` if it fails: then no store
+        is committed)."""
+        transaction = self._transaction()
+        changed = self.states.save_changed(self._out, final, transaction)
+        if self._inputs is not None and transaction is None:
             self._inputs.commit({tp: o for unit in changed for tp, o in unit.offsets.items()})
+        self._last_checkpoint_at = time.monotonic()
+
+    def _rewind(self, reason: Exception) -> None:
+        """Exactly-once, after an aborted transaction: the units go back to their stores'
+        last commit, the offsets committed to the group say what to read again without
+        output (``ExactlyOnce.resume``), and reading resumes from the units' offsets."""
+        log.warning("%s; going back to the last checkpoint", reason,
+                    extra={"event": "transaction_aborted"})  # fmt: skip
+        held = list(self.units)
+        self.states.drop(held)
+        tps = None  # --scope partition: the assignment's
+        if self.config.scope == "global":
+            self.states.restore_global()
+            self.units[GLOBAL_UNIT].send = self._out.send
+            self.metrics.mark(GLOBAL_UNIT, self.state.counts["events"])
+            self._eos.resume(self._local_offsets(held))
+            tps = self._inputs.partitions()
+        elif held:
+            self._adopt(held)
+        self._inputs.remerge(self._offset, tps)
         self._last_checkpoint_at = time.monotonic()
 
     def checkpoint_all(self) -> None:
@@ -164,7 +212,7 @@ class Processor:
 
     # ------------------------------------------------------------------ Kafka clients
     def _make_outbox(self):
-        return clients.outbox(self.config)
+        return clients.outbox(self.config, self.instance)
 
     def _make_consumer(self):
         return clients.input_consumer(self.config)
@@ -229,8 +277,13 @@ class Processor:
             gc.freeze()
             gc.set_threshold(max(gc_threshold[0], _GC_GEN0), *gc_threshold[1:])
             inputs.open(consumer, self._offset)
+            if cfg.exactly_once:
+                self._eos = ExactlyOnce(inputs, self._out)
+                if cfg.scope == "global":
+                    self._eos.resume(self._local_offsets([GLOBAL_UNIT]))
             return self._loop(inputs, stop_event, max_idle_s, progress)
         finally:
+            self._eos = None
             gc.set_threshold(*gc_threshold)
             gc.unfreeze()
             self.close()  # after the last checkpoint (in _loop), or dropping what it lacks
@@ -248,6 +301,7 @@ class Processor:
         units = self.units
         metrics = self.metrics
         checkpoint_interval = self.config.checkpoint_interval
+        eos = self._eos
         last_record_at = time.monotonic()
         n = 0
         while not stop_event.is_set():
@@ -273,6 +327,8 @@ class Processor:
                 while item is not None:
                     rank, rec = item
                     unit = units[rec.partition if by_partition else GLOBAL_UNIT]
+                    if eos is not None and eos.replaying:  # outputs committed already?
+                        eos.mute(rec)
                     if unit.handle(rank, rec):  # a metric line is due
                         metrics.emit_unit(unit, self._merge_counts(unit.unit))
                     changed.add(unit.unit)
@@ -281,6 +337,8 @@ class Processor:
                         progress(self._total("events"))
                     burst += 1
                     item = ready() if burst < _BURST else None
+                if eos is not None:
+                    self._out.muted = False
                 self._out.ship()
                 now = last_record_at = time.monotonic()
             else:
@@ -301,14 +359,21 @@ class Processor:
                 metrics.emit_all(units, self._merge_counts)
                 metrics.last_line_counts = totals
             states = self.states
-            if states.changed and (
+            pending = states.changed or (eos is not None and self._out.open)
+            if pending and (
                 now - self._last_checkpoint_at >= checkpoint_interval or states.full()
             ):
-                self.checkpoint()
+                try:
+                    self.checkpoint()
+                except TransactionAborted as exc:  # exactly-once: back to what was committed
+                    self._rewind(exc)
         if progress is not None:
             progress(self._total("events"))
         self.checkpoint_all()
-        return metrics.emit_all(units, self._merge_counts) or self.metric_line()
+        line = metrics.emit_all(units, self._merge_counts) or self.metric_line()
+        if eos is not None and self._out.open:  # the final metric records: commit them too
+            self._out.commit({}, None)
+        return line
 
     def _total(self, count: str) -> int:
         return sum(unit.counts[count] for unit in self.units.values())

@@ -198,6 +198,7 @@ def test_compose_commands_parse_with_the_cli():
     env = {"STREAMCAL_CHECKPOINT_KEY": "x" * 32}
     cfg = ProcessorConfig.from_sources(vars(run), env=env)
     assert cfg.state_dir == "/state" and cfg.metrics_port == 9464
+    assert cfg.exactly_once  # it shows the setting (the broker's transaction log allows it)
     # The scaled-out replicas: --scope partition over the same input, in their own group.
     scaled = parser.parse_args(commands["calibrator"][1:])
     cfg = ProcessorConfig.from_sources(vars(scaled), env=env)

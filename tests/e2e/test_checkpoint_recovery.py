@@ -18,7 +18,7 @@ from tests._helpers import checkpoint_env, stored_state
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
-    kill_9_twice_then_finish,
+    kill_9_then_finish,
     metric_lines,
     produce_stream,
     read_topic,
@@ -55,7 +55,7 @@ def test_kill_9_and_restart_gives_the_uninterrupted_results(
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
+    seed = kill_9_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     crash_final = metric_lines(metrics)[-1]
 
     note = f"(kill moments seed {seed})"

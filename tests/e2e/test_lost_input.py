@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 
 import orjson
 import pytest
@@ -20,7 +19,6 @@ from streamcal.stream.kafka.ordering import LostInput
 from streamcal.stream.processor import Processor
 from tests._helpers import wait_until
 from tests._kafka_helpers import (
-    T0,
     base_settings,
     broker_up,
     create_topics,
@@ -30,6 +28,7 @@ from tests._kafka_helpers import (
     produce_stream,
     read_topic,
     start_tansu,
+    stream_now,
     synthetic_stream,
 )
 
@@ -129,15 +128,6 @@ def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what
         broker.wait()
 
 
-def _stream_now(n: int, seed: int) -> tuple[list, list]:
-    """``synthetic_stream(n, seed)`` stamped from now on: noida-db deletes records stamped
-    longer ago than its retention (7 days) within seconds, as Kafka deletes old segments."""
-    events, labels = synthetic_stream(n, seed=seed)
-    shift = int(time.time() * 1000) - T0
-    return ([(k, v, ts + shift) for k, v, ts in events],
-            [(k, v, ts + shift) for k, v, ts in labels])  # fmt: skip
-
-
 def _running(processor: Processor) -> tuple[threading.Event, threading.Thread, dict]:
     """``processor`` running in a thread: (its stop event, the thread, {"error": what it
     raised})."""
@@ -159,7 +149,7 @@ def test_a_broker_that_keeps_its_log_over_a_restart_loses_nothing(noida_broker, 
     no loss is reported and every event is predicted once."""
     bootstrap, t = noida_broker.bootstrap_servers, unique_topics
     create_topics(bootstrap, [t["events"], t["labels"]], P)
-    events, labels = _stream_now(60, seed=30)
+    events, labels = stream_now(*synthetic_stream(60, seed=30))
     produce_stream(bootstrap, t, events[:30], labels[:30])
     processor = Processor(ProcessorConfig.build(**base_settings(bootstrap, t,
                                                                 global_lock=False)))  # fmt: skip
@@ -187,7 +177,7 @@ def test_a_topic_deleted_and_recreated_stops_the_processor(noida_broker, unique_
 
     bootstrap, t = noida_broker.bootstrap_servers, unique_topics
     create_topics(bootstrap, [t["events"], t["labels"]], P)
-    events, labels = _stream_now(30, seed=31)
+    events, labels = stream_now(*synthetic_stream(30, seed=31))
     produce_stream(bootstrap, t, events, labels)
     processor = Processor(ProcessorConfig.build(**base_settings(bootstrap, t,
                                                                 global_lock=False)))  # fmt: skip

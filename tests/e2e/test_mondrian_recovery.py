@@ -14,7 +14,7 @@ from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
-    kill_9_twice_then_finish,
+    kill_9_then_finish,
     metric_lines,
     produce_stream,
     same_predictions,
@@ -77,7 +77,7 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
+    seed = kill_9_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
     lines = metric_lines(metrics)
     crash_final = max(i for i, line in enumerate(lines) if "category" not in line)

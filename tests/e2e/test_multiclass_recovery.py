@@ -16,7 +16,7 @@ from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
     json_values,
-    kill_9_twice_then_finish,
+    kill_9_then_finish,
     metric_lines,
     produce_stream,
     read_topic,
@@ -76,7 +76,7 @@ def test_multiclass_with_kill_9_and_restart_gives_the_uninterrupted_results(
     metrics = tmp_path / "metrics.jsonl"
     settings = _settings(kafka_broker, crash_topics, state_dir=tmp_path / "state",
                          metrics_file=metrics)  # fmt: skip
-    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
+    seed = kill_9_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
     lines = metric_lines(metrics)
     whole = [line for line in lines if "class" not in line]

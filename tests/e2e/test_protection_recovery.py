@@ -12,7 +12,7 @@ from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     base_settings,
-    kill_9_twice_then_finish,
+    kill_9_then_finish,
     metric_lines,
     produce_stream,
     same_predictions,
@@ -52,7 +52,7 @@ def test_kill_9_and_restart_give_the_uninterrupted_p_protected_and_alarm(
     settings = base_settings(
         kafka_broker, crash_topics, **common, state_dir=tmp_path / "state", metrics_file=metrics
     )
-    seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
+    seed = kill_9_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
     crash_final = metric_lines(metrics)[-1]
     for k in PROTECTION_KEYS + ALARM_KEYS:

@@ -8,6 +8,11 @@ the ordered merge handles (``streamcal.stream.kafka.ordering``: lost input) inst
 silent jump to the log's start. A consumer in the job's group (``group_id``) also gets
 the session and heartbeat settings and the range assignor, which gives a member the same
 partition numbers of both input topics (whole units, see ``streamcal.stream.kafka.group``).
+
+With ``--processing-guarantee exactly-once`` the input consumer reads ``read_committed``
+(records of aborted upstream transactions are never seen; a position stops at the last
+stable offset while an upstream transaction is open, which ``last_stable_offsets`` lets
+the merge see) and the producer is transactional (``transactional_id``).
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ __all__ = [
     "heartbeat_ms",
     "input_consumer",
     "input_partitions",
+    "last_stable_offsets",
     "outbox",
     "partition_count",
+    "transaction_timeout_ms",
+    "transactional_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,7 +68,9 @@ def consumer(settings: dict, group_id: str | None = None, session_timeout_ms: in
 
 
 def input_consumer(config):
-    """The processor's consumer of the input topics, in the job's group."""
+    """The processor's consumer of the input topics, in the job's group (``read_committed``
+    with exactly-once)."""
+    isolation = "read_committed" if config.exactly_once else "read_uncommitted"
     return consumer(
         config.kafka_client_settings(),
         group_id=config.group_id,
@@ -68,7 +78,46 @@ def input_consumer(config):
         max_poll_records=config.poll_max_records,
         fetch_max_wait_ms=100,
         auto_offset_reset="none",  # every partition is sought to its unit's offset
+        isolation_level=isolation,
     )
+
+
+def last_stable_offsets(consumer) -> dict:
+    """``{TopicPartition: last stable offset}``, kept up to date from ``consumer``'s fetch
+    responses (a ``read_committed`` consumer's position stops there while an upstream
+    transaction is open, below the highwater).
+
+    kafka-python keeps only the highwater of a fetch response; its last stable offset
+    (Fetch v4+) is taken here by wrapping the fetcher's parse of each response. A value
+    may be stale (from a response discarded after a seek), lower than the broker's: the
+    merge takes it only as a hint, as it takes the highwater. Empty (never filled) if
+    kafka-python's internals differ from 2.2-3.0's: the merge then takes the highwater,
+    and a partition held by an open upstream transaction waits ``--merge-wait`` (counted
+    in ``merge_stalls``)."""
+    stable: dict = {}
+    fetcher = getattr(consumer, "_fetcher", None)
+    parse = getattr(fetcher, "_parse_fetched_data", None)
+    if parse is None:
+        log.warning("kafka-python %s: the last stable offsets of fetches are not available; "
+                    "an open upstream transaction will count as a merge stall",
+                    _kafka_version())  # fmt: skip
+        return stable
+
+    def parse_and_keep(completed_fetch):
+        data = completed_fetch.partition_data
+        lso = getattr(data, "last_stable_offset", -1)
+        if lso is not None and lso >= 0 and getattr(data, "error_code", 0) == 0:
+            stable[completed_fetch.topic_partition] = lso
+        return parse(completed_fetch)
+
+    fetcher._parse_fetched_data = parse_and_keep
+    return stable
+
+
+def _kafka_version() -> str:
+    import kafka
+
+    return getattr(kafka, "__version__", "?")
 
 
 def admin(settings: dict):
@@ -78,10 +127,11 @@ def admin(settings: dict):
     return KafkaAdminClient(**settings)
 
 
-def outbox(config):
+def outbox(config, instance: str | None = None):
     """The processor's producer (``streamcal.stream.kafka.sink``): idempotent, in a child
-    process unless ``config.producer_process`` is off."""
-    from streamcal.stream.kafka.sink import Outbox, ProducerProcess
+    process unless ``config.producer_process`` is off; with exactly-once, transactional
+    (``transactional_id(config, instance)``)."""
+    from streamcal.stream.kafka import sink
 
     settings = {
         **config.kafka_client_settings(),
@@ -90,7 +140,44 @@ def outbox(config):
         "batch_size": 256 * 1024,
         **config.producer_settings(),
     }
-    return ProducerProcess(settings) if config.producer_process else Outbox(settings)
+    if config.exactly_once:
+        settings["transactional_id"] = transactional_id(config, instance)
+        settings["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
+        if config.producer_process:
+            return sink.TransactionalProcess(settings)
+        return sink.TransactionalOutbox(settings)
+    return sink.ProducerProcess(settings) if config.producer_process else sink.Outbox(settings)
+
+
+def transactional_id(config, instance: str | None = None) -> str:
+    """The producer's transactional id with exactly-once: stable, so that a successor
+    fences its predecessor (``init_transactions`` aborts what it left open and makes its
+    producer unusable). ``--scope global``: one per group (one instance runs); ``--scope
+    partition``: one per instance (``--instance-id``, else host:pid), the group's
+    generation in each offset commit fencing a member that lost its units (KIP-447).
+
+    >>> from streamcal.stream.config import ProcessorConfig
+    >>> transactional_id(ProcessorConfig(group_id="fraud"))
+    'streamcal-fraud-global'
+    >>> transactional_id(ProcessorConfig(group_id="fraud", scope="partition"), "pod-3")
+    'streamcal-fraud-pod-3'
+    """
+    if config.scope == "global":
+        return f"streamcal-{config.group_id}-global"
+    return f"streamcal-{config.group_id}-{config.instance_id or instance}"
+
+
+def transaction_timeout_ms(checkpoint_interval: float) -> int:
+    """How long the broker lets a transaction stay open before aborting it: ten seconds
+    (Kafka Streams' default) plus twice the checkpoint interval (a transaction spans one),
+    at most 15 minutes (the broker's default ``transaction.max.timeout.ms``). A processor
+    killed without a successor blocks ``read_committed`` readers of its output partitions
+    for at most this long.
+
+    >>> transaction_timeout_ms(1.0), transaction_timeout_ms(30), transaction_timeout_ms(1e4)
+    (12000, 70000, 900000)
+    """
+    return int(min(900.0, 10.0 + 2 * checkpoint_interval) * 1000)
 
 
 def partition_count(consumer, topic: str, timeout: float = 30.0) -> int:

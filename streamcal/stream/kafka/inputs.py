@@ -46,6 +46,7 @@ class Inputs:
         self.membership: GroupMembership | None = None
         self._release = release
         self._generation = -1
+        self.stable: dict | None = None  # read_committed: last stable offsets of fetches
 
     def lock_group(self) -> None:
         """``--scope global`` with ``global_lock``: be the only instance in the group (an
@@ -65,6 +66,8 @@ class Inputs:
         group (units come later)."""
         cfg = self.config
         self.consumer = consumer
+        if cfg.exactly_once:
+            self.stable = clients.last_stable_offsets(consumer)
         topics = (cfg.events_topic, cfg.labels_topic)
         if cfg.scope == "global":
             tps = clients.input_partitions(self.consumer, topics)
@@ -127,6 +130,7 @@ class Inputs:
             lost=self.lost,
             skipped=self.skipped,
             fresh=fresh,
+            stable=self.stable,
         )
 
     def next(self, timeout: float):
@@ -152,6 +156,31 @@ class Inputs:
     def commit(self, offsets: dict) -> None:
         """Commit ``{(topic, partition): next offset}`` as a member of the group."""
         clients.commit(self.lock or self.consumer, offsets)
+
+    def group(self) -> dict:
+        """What a transaction's offset commit names as the group (``ConsumerGroupMetadata``
+        fields): with ``--scope partition`` the member and its generation, which fence a
+        member that lost its units (KIP-447); with ``--scope global`` the group alone (the
+        transactional id fences a second instance)."""
+        meta = self.consumer.group_metadata()
+        fields = ("group_id", "generation_id", "member_id", "group_instance_id")
+        return {k: getattr(meta, k) for k in fields}
+
+    def committed(self, tps, timeout: float = 120.0) -> dict:
+        """``{(topic, partition): offset}`` committed to the group for ``tps`` (those with
+        none left out). A ``read_committed`` consumer asks for stable offsets: while a
+        transaction holding offsets for them is open, the broker has it ask again until
+        that transaction ends (committed or aborted)."""
+        out = {}
+        for tp in tps:
+            offset = self.consumer.committed(tp, timeout_ms=int(timeout * 1000))
+            if offset is not None:
+                out[(tp.topic, tp.partition)] = offset
+        return out
+
+    def partitions(self) -> list:
+        """The TopicPartitions the current merge reads."""
+        return [] if self.merge is None else list(self.merge.partitions)
 
     def close(self) -> None:
         """Stop releasing units (the final checkpoint is written), leave the group."""

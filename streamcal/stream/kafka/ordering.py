@@ -78,6 +78,18 @@ and the unit's offset moves to where reading goes on. Each such event is counted
 ``skipped`` (per unit: ``lost_input`` and ``skipped_offsets`` in the metric line).
 Whether a position has reached an end offset is decided in one place, ``_unread``.
 
+Transactional input (``read_committed``, with exactly-once). A ``read_committed`` consumer
+never sees records of aborted transactions, and its position stops at the partition's
+last stable offset (the first offset of the oldest open transaction) while an upstream
+transaction is open, below the highwater. So, given ``stable`` (the last stable offsets
+of the consumer's fetch responses, ``clients.last_stable_offsets``), the end a fetch
+showed is that offset, not the highwater (``_fetched_end``): a partition held at it by an
+open transaction looks caught up, is confirmed by the broker's answer to ListOffsets
+(which for a ``read_committed`` consumer is the last stable offset too) and holds the
+others back no longer than any caught-up partition, instead of waiting ``max_wait`` and
+counting a stall. Its records become readable when the transaction commits, after what
+was released meanwhile: live, like any record that reaches the broker late.
+
 The merge is also the gate of the input, the one place that sees every record before it is
 ordered. A record that would harm the state whatever its value is replaced by a
 ``RejectedRecord`` (its value a ``messages.Rejected`` carrying the reason, so decoding it
@@ -273,7 +285,8 @@ class OrderedMerge:
     over unread (see the module docstring), kept by the caller across merges. ``grace``
     (seconds) and ``on_lost_input`` (``LOST_INPUT_POLICIES``): see the module docstring.
     ``fresh``: the partitions read from offset 0 because nothing of them was read before
-    (a log that starts later is then no loss).
+    (a log that starts later is then no loss). ``stable``: with a ``read_committed``
+    consumer, the last stable offsets of its fetches (see the module docstring).
     """
 
     def __init__(
@@ -293,8 +306,10 @@ class OrderedMerge:
         lost: dict | None = None,
         skipped: dict | None = None,
         fresh=(),
+        stable: dict | None = None,
     ):
         self.consumer = consumer
+        self._stable = stable
         self.partitions = list(partitions)
         self._rank = {tp: ranks[tp.topic] for tp in self.partitions}
         self._bufs = {tp: deque() for tp in self.partitions}
@@ -339,9 +354,16 @@ class OrderedMerge:
         The one place that compares a position with an end offset."""
         return end - self.consumer.position(tp)
 
+    def _fetched_end(self, tp) -> int | None:
+        """The end offset the last fetch response of ``tp`` showed (None: none parsed yet):
+        its highwater, or with ``read_committed`` its last stable offset."""
+        if self._stable is None:
+            return self.consumer.highwater(tp)
+        return self._stable.get(tp)
+
     def _caught_up(self, tp) -> bool:
-        hw = self.consumer.highwater(tp)
-        return hw is not None and self._unread(tp, hw) <= 0
+        end = self._fetched_end(tp)
+        return end is not None and self._unread(tp, end) <= 0
 
     def _push_head(self, tp) -> None:
         rec = self._bufs[tp][0]
@@ -544,8 +566,8 @@ class OrderedMerge:
         consumer, known = self.consumer, self._known_end
 
         def behind(p) -> bool:  # or not known yet: no fetch response parsed
-            hw = consumer.highwater(p)
-            return hw is None or self._unread(p, max(hw, known[p])) > 0
+            end = self._fetched_end(p)
+            return end is None or self._unread(p, max(end, known[p])) > 0
 
         if any(behind(p) for p in self._empty if self._confirmed[p] < need):
             return False

@@ -16,6 +16,14 @@ whole process group; the processor stops it after its last flush) and, if the pr
 dies, delivers what it holds and exits when it sees its input pipe close.
 
 The outputs are produced in the order sent, by one idempotent producer at a time.
+
+With exactly-once (``streamcal.stream.exactly_once``) the producer is transactional
+(``TransactionalOutbox``, or ``TransactionalProcess`` in the child): the outputs of one
+checkpoint interval form one transaction, committed with the input offsets, and nothing is
+ever re-sent. A failed send dooms the transaction: ``commit`` aborts it and raises
+``TransactionAborted`` (the processor resumes from what was committed); a producer fenced
+by a successor raises ``Fenced`` (the processor stops). If the processor dies, the child
+aborts the open transaction (``read_committed`` readers go on at once) and exits.
 """
 
 from __future__ import annotations
@@ -31,7 +39,14 @@ from multiprocessing.connection import Connection
 
 from streamcal.stream.logformat import configure, format_of
 
-__all__ = ["Outbox", "ProducerProcess"]
+__all__ = [
+    "Fenced",
+    "Outbox",
+    "ProducerProcess",
+    "TransactionAborted",
+    "TransactionalOutbox",
+    "TransactionalProcess",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +62,26 @@ def make_producer(settings: dict):
     return KafkaProducer(**settings)
 
 
+class TransactionAborted(RuntimeError):
+    """The open transaction was aborted (a send failed, the broker went away, the commit
+    failed): its outputs are never seen by ``read_committed`` readers, and the state must
+    go back to what was committed."""
+
+
+class Fenced(RuntimeError):
+    """Another producer with this transactional id took over (a successor of this
+    instance), or the broker aborted this one's transaction on its timeout: stop, without
+    a checkpoint."""
+
+
 class Outbox:
     """A Kafka producer and the outputs sent since the last flush.
 
     An idempotent producer is unusable after a fatal error (a broker restart causes one):
     ``flush`` then recreates it and re-sends every output not acknowledged, in order.
     """
+
+    open = False  # a transaction is open: never here (at least once)
 
     def __init__(self, settings: dict):
         self._settings = settings
@@ -122,6 +151,194 @@ class Outbox:
         self._producer.close(timeout=timeout)
 
 
+class TransactionalOutbox:
+    """A transactional producer: the outputs of one checkpoint interval in one transaction.
+
+    ``settings`` hold a ``transactional_id``. ``init_transactions`` at start fences every
+    earlier producer with that id and aborts (or completes) what it left open. A
+    transaction begins with the first ``send`` after a commit (``open``); ``commit(offsets,
+    group)`` adds the input offsets (``{(topic, partition): next offset}``) for consumer
+    group ``group`` (``ConsumerGroupMetadata`` fields) and commits. Nothing is re-sent: a
+    failed send dooms the transaction, and ``commit`` then aborts it and raises
+    ``TransactionAborted``; ``Fenced`` if a successor took over. While ``muted``, sends
+    are dropped (outputs of input read again whose outputs were committed).
+    """
+
+    failed = False  # a failed send is reported by commit, never retried by a flush
+
+    def __init__(self, settings: dict):
+        self._settings = settings
+        self.transactional_id = settings["transactional_id"]
+        self.open = False
+        self.muted = False
+        self._error: BaseException | None = None  # what doomed the open transaction
+        self._producer = self._start()
+
+    def _start(self):
+        producer = make_producer(self._settings)
+        _never_bump(producer)
+        try:
+            producer.init_transactions()
+        except BaseException:
+            producer.close(timeout=0)
+            raise
+        return producer
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
+        if self.muted or self._error is not None:
+            return
+        try:
+            if not self.open:
+                self._producer.begin_transaction()
+                self.open = True
+            fut = self._producer.send(topic, key=key, value=value, partition=partition)
+        except Exception as exc:  # noqa: BLE001 - a producer in an error state: doomed
+            self._doom(exc)
+            return
+        fut.add_errback(self._doom)
+
+    def _doom(self, exc) -> None:
+        # May run in the producer's I/O thread: only keep the first error.
+        if self._error is None:
+            self._error = exc
+
+    def ship(self) -> None:
+        """Nothing to do: ``send`` hands records to the producer at once."""
+
+    def flush(self) -> None:
+        """Wait until what was sent reached the broker (the transaction stays open)."""
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.flush(timeout=30)
+        except KafkaError as exc:
+            self._doom(exc)
+
+    def commit(self, offsets: dict, group: dict | None) -> None:
+        """Commit the open transaction (one is begun for ``offsets`` alone if none is open)
+        with ``offsets`` for consumer group ``group``. Raises ``TransactionAborted`` (after
+        aborting) or ``Fenced``; nothing of the transaction is then committed."""
+        if self._error is not None:
+            self._abort_after(self._error)
+        if not self.open and not offsets:
+            return
+        try:
+            if not self.open:
+                self._producer.begin_transaction()
+                self.open = True
+            if offsets:
+                self._producer.send_offsets_to_transaction(_offsets(offsets), _group(group))
+            self._producer.commit_transaction()
+        except Exception as exc:  # noqa: BLE001 - aborted, or fenced: see _abort_after
+            self._abort_after(exc)
+        self.open = False
+        self._error = None
+
+    def _abort_after(self, exc: BaseException):
+        if _fenced(exc):
+            self.open, self._error = False, None
+            raise Fenced(self._fenced_text(exc)) from None
+        log.warning("transaction failed (%r); aborting it", exc)
+        self.abort()
+        raise TransactionAborted(f"transaction aborted: {exc!r}") from None
+
+    def _fenced_text(self, exc) -> str:
+        return (
+            f"fenced: another producer with transactional id {self.transactional_id!r} took "
+            "over (a successor of this instance), or the broker aborted this one's transaction "
+            f"after its timeout ({exc!r}); stopping without a checkpoint"
+        )
+
+    def abort(self, replace: bool = True) -> None:
+        """Abort the open transaction, if any (its outputs are never seen by
+        ``read_committed`` readers). A producer that cannot abort, or that failed without
+        a transaction open (it could not begin one), is replaced (unless not ``replace``):
+        the new one's ``init_transactions`` ends whatever the old one left. (Were this
+        instance a zombie, that would fence its successor, whose next commit then fails:
+        each commit is still all or nothing, and each instance resumes from what was
+        committed.)"""
+        error, self._error = self._error, None
+        was_open, self.open = self.open, False
+        if was_open:
+            try:
+                self._producer.abort_transaction()
+                return
+            except Exception as exc:  # noqa: BLE001
+                if _fenced(exc):
+                    raise Fenced(self._fenced_text(exc)) from None
+                log.warning("aborting the transaction failed (%r)", exc)
+        elif error is None:
+            return
+        if replace:
+            self._replace()
+
+    def _replace(self, attempts: int = 10) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.close(timeout=0)
+        except Exception:  # noqa: BLE001 - the old producer is beyond use anyway
+            pass
+        for attempt in range(attempts):
+            try:
+                self._producer = self._start()
+                return
+            except KafkaError as exc:
+                if _fenced(exc):
+                    raise Fenced(self._fenced_text(exc)) from None
+                log.warning("cannot start a transactional producer (attempt %d): %r",
+                            attempt + 1, exc)  # fmt: skip
+                time.sleep(min(5.0, 0.2 * 2**attempt))
+        raise RuntimeError("cannot start a transactional producer; stopping without a checkpoint")
+
+    def close(self, timeout: float = 10) -> None:
+        """Close the producer; an open transaction is aborted first (not committed), never
+        by a new producer (the broker aborts it after its timeout, or a successor does)."""
+        try:
+            self.abort(replace=False)
+        except Exception as exc:  # noqa: BLE001 - closing anyway
+            log.warning("closing the transactional producer: %r", exc)
+        self._producer.close(timeout=timeout)
+
+
+def _never_bump(producer) -> None:
+    """Make ``producer`` (transactional) take its epoch from ``init_transactions`` only.
+
+    kafka-python 2.3+ recovers a produce refused for a stale epoch (or an unknown producer
+    id, an out-of-order sequence) by bumping the epoch itself (KIP-360), and when the
+    broker refuses the bump, by asking for a new producer id: either makes a fenced
+    producer fence its successor back. Apache Kafka refuses a bump from a stale epoch
+    (PRODUCER_FENCED: fatal), but noida-db 0.2.3 grants it (measured: a zombie at epoch 0
+    got epoch 2 over its successor's 1, whose next produce then failed). Without the bump
+    those errors are fatal for a transactional producer (kafka-python's rule for brokers
+    before 2.5): the commit raises ``Fenced`` and the processor stops; a restart starts a
+    producer afresh. No-op if kafka-python has no such recovery."""
+    manager = getattr(producer, "_transaction_manager", None)
+    if manager is not None and hasattr(manager, "_supports_epoch_bump"):
+        manager._supports_epoch_bump = lambda: False
+
+
+def _fenced(exc) -> bool:
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+    if isinstance(exc, type):
+        return issubclass(exc, ProducerFencedError | InvalidProducerEpochError)
+    return isinstance(exc, ProducerFencedError | InvalidProducerEpochError)
+
+
+def _offsets(offsets: dict) -> dict:
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+
+
+def _group(group: dict | None):
+    from kafka.structs import ConsumerGroupMetadata
+
+    return ConsumerGroupMetadata(**(group or {}))
+
+
 class ProducerProcess:
     """``Outbox`` in a child process: the same ``send`` / ``flush`` / ``close``.
 
@@ -132,6 +349,7 @@ class ProducerProcess:
     """
 
     failed = False  # the child handles failed sends itself
+    open = False  # a transaction is open: never here (at least once)
 
     def __init__(self, settings: dict):
         self._proc = subprocess.Popen(
@@ -177,6 +395,8 @@ class ProducerProcess:
                 f"the producer process is gone (exit code {self._proc.poll()}, {exc!r})"
             ) from None
         if reply != "ok":
+            if type(reply) is tuple:  # (kind, message) of a transactional request
+                raise _REPLY_ERRORS.get(reply[0], RuntimeError)(reply[1])
             raise RuntimeError(reply)
 
     def flush(self) -> None:
@@ -200,6 +420,62 @@ class ProducerProcess:
                 self._proc.wait()
 
 
+class TransactionalProcess(ProducerProcess):
+    """``TransactionalOutbox`` in a child process: ``send`` (dropped while ``muted``),
+    ``commit`` and ``abort`` as there, ``close`` aborts an open transaction."""
+
+    muted = False
+
+    def __init__(self, settings: dict):
+        self.open = False
+        super().__init__(settings)
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
+        if self.muted:
+            return
+        self.open = True
+        self._buf.append((topic, key, value, partition))
+        if len(self._buf) >= _BATCH:
+            self.ship()
+
+    def commit(self, offsets: dict, group: dict | None) -> None:
+        self.ship()
+        try:
+            self._request(("commit", offsets, group))
+        finally:
+            self.open = False
+
+    def abort(self) -> None:
+        self._buf = []
+        try:
+            self._request(("abort",))
+        finally:
+            self.open = False
+
+    def flush(self) -> None:
+        """Ship what is buffered (the child sends it into the open transaction)."""
+        self.ship()
+
+
+_REPLY_ERRORS = {"aborted": TransactionAborted, "fenced": Fenced, "error": RuntimeError}
+
+
+def _transact(outbox, msg) -> object:
+    """Run a ``commit`` or ``abort`` request on ``outbox``; the reply to send."""
+    try:
+        if msg[0] == "commit":
+            outbox.commit(msg[1], msg[2])
+        else:
+            outbox.abort()
+    except TransactionAborted as exc:
+        return ("aborted", str(exc))
+    except Fenced as exc:
+        return ("fenced", str(exc))
+    except Exception as exc:  # noqa: BLE001 - reported to the processor
+        return ("error", repr(exc))
+    return "ok"
+
+
 def _child() -> None:
     """The child's loop: batches of records in, ``Outbox`` calls, a reply per request."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -219,7 +495,9 @@ def _child() -> None:
                 continue
             msg = inp.recv()
         except EOFError:  # the processor is gone: deliver what we hold, then stop
-            if outbox is not None:
+            if isinstance(outbox, TransactionalOutbox):
+                outbox.close()  # never commit for a processor that died: abort
+            elif outbox is not None:
                 _try_flush(outbox)
                 outbox.close()
             return
@@ -230,11 +508,14 @@ def _child() -> None:
                 _try_flush(outbox)
         elif msg[0] == "flush":
             reply(_try_flush(outbox))
+        elif msg[0] in ("commit", "abort"):
+            reply(_transact(outbox, msg))
         elif msg[0] == "start":
             configure(msg[2], msg[3], process="producer")
             quiet_false_alarms()
             try:
-                outbox = Outbox(msg[1])
+                kind = TransactionalOutbox if msg[1].get("transactional_id") else Outbox
+                outbox = kind(msg[1])
             except Exception as exc:  # noqa: BLE001 - reported to the processor
                 reply(f"cannot create a Kafka producer: {exc!r}")
                 return

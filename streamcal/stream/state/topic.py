@@ -40,6 +40,10 @@ the topic can delete its data anyway. tansu never compacts: there a reader reads
 topic's tail backwards in widening windows until the newest rebuildable plan lies inside
 it, so a rebuild reads about what it applies, not the whole history.
 
+With exactly-once the records of a checkpoint are part of its Kafka transaction (sent
+before the stores are committed), and the topic is read ``read_committed``: a record of an
+aborted transaction is never seen, so no rebuilt state is ahead of the committed offsets.
+
 Checkpoints of streamcal before the changelog (one full state per checkpoint, header
 without ``kind``) are still read: a *full* record is a plan of its own.
 """
@@ -107,8 +111,11 @@ class StateTopic:
     units from them with a consumer of its own."""
 
     def __init__(self, client_settings: dict, topic: str, group: str, key: bytes, outbox,
-                 chunk_bytes: int = 512 * 1024, snapshot_interval: float = 30.0):  # fmt: skip
+                 chunk_bytes: int = 512 * 1024, snapshot_interval: float = 30.0,
+                 read_committed: bool = False):  # fmt: skip
         self.settings = client_settings
+        self.read_committed = read_committed  # exactly-once: never read aborted records
+        self._reading = {"isolation_level": "read_committed"} if read_committed else {}
         self.topic, self.group, self.key = topic, group, key
         self.outbox = outbox
         self.chunk_bytes = max(1024, int(chunk_bytes))
@@ -161,7 +168,8 @@ class StateTopic:
     def save(self, unit, state: dict, changes: dict, store, snapshot: bool = False,
              held: int = 0) -> None:  # fmt: skip
         """Send the records of ``unit``'s checkpoint ``state["checkpoints"]``: the delta of
-        ``changes`` with the roll's next slice of ``store`` (as just committed), and the
+        ``changes`` with the roll's next slice of ``store`` (as committed, before or after
+        ``changes`` are: the slice is applied before them), and the
         snapshot ``state`` when due (or ``snapshot``: the writer's last checkpoint), once
         a roll has completed. ``held``: about how many bytes the store holds. Delivered
         once the outbox is flushed."""
@@ -241,7 +249,7 @@ class StateTopic:
 
         if not units:
             return {}
-        consumer = clients.consumer(self.settings)
+        consumer = clients.consumer(self.settings, **self._reading)
         try:
             deadline = time.monotonic() + timeout
             while not consumer.partitions_for_topic(self.topic):
@@ -276,7 +284,7 @@ class StateTopic:
         """The plans of ``units`` from partition ``tp``: read its tail, widening the window
         until each unit's best snapshot in it can be rebuilt from records inside it (or the
         window is the whole log)."""
-        begin, end = _bounds(consumer, tp, deadline)
+        begin, end = _bounds(consumer, tp, deadline, self.read_committed)
         window = _FIRST_WINDOW
         while True:
             start = max(begin, end - window)
@@ -382,7 +390,7 @@ class StateTopic:
             for k, (_, offset) in enumerate(parts):
                 wanted[offset] = (i, k)
         tp = TopicPartition(self.topic, plan.deltas[0][2][0][0])
-        consumer = clients.consumer(self.settings)
+        consumer = clients.consumer(self.settings, **self._reading)
         try:
             consumer.assign([tp])
             consumer.seek(tp, min(wanted))
@@ -428,15 +436,17 @@ class StateTopic:
             store.commit()
 
 
-def _bounds(consumer, tp, deadline: float) -> tuple[int, int]:
+def _bounds(consumer, tp, deadline: float, read_committed: bool = False) -> tuple[int, int]:
     """The first and the next offset of ``tp``. The end is the highwater a fetch reports
-    (tansu answers ListOffsets with the base of the last batch + 1, short of its end)."""
+    (tansu answers ListOffsets with the base of the last batch + 1, short of its end); for
+    a ``read_committed`` consumer, the last stable offset (its position stops there while
+    a writer's transaction is open), which ListOffsets answers."""
     consumer.assign([tp])
     begin = consumer.beginning_offsets([tp]).get(tp, 0)
     consumer.seek_to_end(tp)
     approx = consumer.position(tp)
-    if approx <= begin:
-        return begin, begin
+    if approx <= begin or read_committed:
+        return begin, max(begin, approx)
     consumer.seek(tp, approx - 1)
     while consumer.highwater(tp) is None:
         if time.monotonic() > deadline:

@@ -20,7 +20,10 @@ this instance); a unit taken from the topic has its store rebuilt from the chang
 
 Saving follows one rule: the outputs are flushed first, because a state must not cover
 records whose predictions could still be lost. Only the units changed since their last
-checkpoint are saved (``changed``, marked by the processor's loop).
+checkpoint are saved (``changed``, marked by the processor's loop). With exactly-once the
+rule is stronger (``streamcal.stream.exactly_once``): the outputs, the state-topic records
+and the input offsets are committed in one Kafka transaction first, and only then are the
+stores committed, so that a local state is never ahead of what Kafka committed.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class UnitStates:
             outbox=outbox,
             chunk_bytes=cfg.state_chunk_bytes,
             snapshot_interval=cfg.snapshot_interval,
+            read_committed=cfg.exactly_once,
         )
         self.topic.create()
 
@@ -190,18 +194,33 @@ class UnitStates:
                    "source": {k.replace(" ", "_"): v for k, v in by_source.items()}},
         )  # fmt: skip
 
-    def release(self, units: list[int], outbox=None) -> None:
-        """Save ``units`` and let them go (revoked from this instance)."""
+    def release(self, units: list[int], outbox=None, transaction=None) -> None:
+        """Save ``units`` and let them go (revoked from this instance). With
+        ``transaction`` (see ``save``), every changed unit is saved with them: the open
+        transaction holds the outputs of all."""
         units = [u for u in units if u in self.held]  # assigned but never adopted: nothing
         if not units:
             return
-        self.save([self.held[u] for u in units], outbox, final=True)
+        if transaction is None:
+            self.save([self.held[u] for u in units], outbox, final=True)
+        else:
+            ids = sorted(self.changed | set(units), key=str)
+            self._save_in_transaction([self.held[u] for u in ids if u in self.held],
+                                      set(units), transaction)  # fmt: skip
+            self.changed.clear()
+        self.drop(units)
+        log.info("released units %s", units, extra={"event": "released", "units": units})
+
+    def drop(self, units) -> None:
+        """Let ``units`` go without saving them (what changed since their last checkpoint
+        is dropped with their stores' uncommitted writes)."""
         for u in units:
-            self.held.pop(u).close()
+            unit = self.held.pop(u, None)
+            if unit is not None:
+                unit.close()
             self.changed.discard(u)
             if self.topic is not None:
                 self.topic.forget(u)
-        log.info("released units %s", units, extra={"event": "released", "units": units})
 
     def close(self) -> None:
         """Close every unit's store (after the last checkpoint)."""
@@ -215,10 +234,15 @@ class UnitStates:
         return any(held[u].store.pending_writes >= COMMIT_WRITES
                    for u in self.changed if u in held)  # fmt: skip
 
-    def save_changed(self, outbox=None, final: bool = False) -> list[CalibrationUnit]:
-        """Save the units changed since their last checkpoint; returns them."""
+    def save_changed(self, outbox=None, final: bool = False,
+                     transaction=None) -> list[CalibrationUnit]:  # fmt: skip
+        """Save the units changed since their last checkpoint (see ``save``); returns them."""
         units = [self.held[u] for u in sorted(self.changed, key=str) if u in self.held]
-        self.save(units, outbox, final)
+        if transaction is None:
+            self.save(units, outbox, final)
+        else:
+            self._save_in_transaction(units, {u.unit for u in units} if final else (),
+                                      transaction)  # fmt: skip
         self.changed.clear()
         return units
 
@@ -242,14 +266,46 @@ class UnitStates:
                 meta = {SNAPSHOT: seal(self.key, state)}
             changes = unit.store.commit(meta)
             if self.topic is not None:
-                pending = unit.pending
-                # what waits, with its keys, tags and sequence entries; the finished ids
-                held = (pending.event_bytes + pending.label_bytes
-                        + 56 * (pending.events + pending.labels) + 40 * pending.finished)
                 self.topic.save(unit.unit, state, changes, unit.store, snapshot=final,
-                                held=held)  # fmt: skip
+                                held=_held(unit))  # fmt: skip
         if units and outbox is not None and self.topic is not None:
             outbox.flush()
+
+    def _save_in_transaction(self, units, final, transaction) -> None:
+        """Checkpoint ``units`` with exactly-once: their state-topic records go into the
+        open transaction (the snapshot too for the ids in ``final``), ``transaction(units)``
+        commits it with their offsets, and only then is each store committed with its
+        sealed state. If ``transaction`` raises, no store is committed: the local states
+        stay at or behind what Kafka committed (``streamcal.stream.exactly_once``)."""
+        durable = self.config.state_dir is not None or self.topic is not None
+        staged = []
+        for unit in units:
+            if durable:
+                unit.checkpoints += 1
+            state = unit.to_state() if durable else None
+            if self.topic is not None:
+                # Before the store's commit: the delta is what it will write, the roll's
+                # slice is of the store as last committed (a delta's slice is applied
+                # before its changes, so either rebuilds the store exactly).
+                self.topic.save(unit.unit, state, unit.store.changes(), unit.store,
+                                snapshot=unit.unit in final, held=_held(unit))  # fmt: skip
+            staged.append((unit, state))
+        transaction(units)
+        self._commit_stores(staged)
+
+    def _commit_stores(self, staged) -> None:
+        """Commit each ``(unit, state)``'s store, with its sealed state if there is a state
+        directory (after the Kafka commit, with exactly-once)."""
+        for unit, state in staged:
+            meta = None if self.config.state_dir is None else {SNAPSHOT: seal(self.key, state)}
+            unit.store.commit(meta)
+
+
+def _held(unit) -> int:
+    """About how many bytes ``unit``'s store holds: what waits, with its keys, tags and
+    sequence entries, and the finished ids (it paces the state topic's roll)."""
+    p = unit.pending
+    return p.event_bytes + p.label_bytes + 56 * (p.events + p.labels) + 40 * p.finished
 
 
 def _rebuilt(store: KVStore, plan) -> KVStore:
