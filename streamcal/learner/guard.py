@@ -61,6 +61,8 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
+import numpy as np
+
 from streamcal.core.validate import not_finite, short_repr, suspect
 from streamcal.learner.scoring import NonFiniteScore, OrdersFeatures, score_sorted
 
@@ -208,6 +210,12 @@ def learn_checked(model, items: list, learn, check) -> list[tuple[object, str]]:
     >>> round(model.weights["a"], 4)
     0.0101
     """
+    # numpy's overflow warnings while learning poison: the report says it better
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _learn_checked(model, items, learn, check)
+
+
+def _learn_checked(model, items: list, learn, check) -> list[tuple[object, str]]:
     saved = snapshot(model)
     why = _attempt(learn, check, items)
     if why is None:
