@@ -1,6 +1,9 @@
 """Benchmark of VennAbersClassifier: per-event cost of each mode, and prequential quality.
 
 Run: ``python benchmarks/learner.py`` (full, several minutes) or ``--quick``.
+``--baseline-tree DIR`` (e.g. ``git archive <commit> | tar -x -C DIR``) adds to the cost
+table the same variants of the streamcal in DIR, loaded into the same process and timed
+in the same shuffled blocks: a change's cost measured side by side.
 
 Tables, all measured side by side in one run:
 
@@ -48,7 +51,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import math
+import os
 import random
 import sys
 import time
@@ -129,7 +134,7 @@ def side_by_side(variants, warm, measure, rng, block=1000):
     block is one refresh period of the default (1000 = window), so batch work counts."""
     for name, v in variants.items():
         t = time.perf_counter()
-        with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+        with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
             for x, y in warm:
                 v.predict_proba_one(x)
                 v.learn_one(x, y)
@@ -141,13 +146,59 @@ def side_by_side(variants, warm, measure, rng, block=1000):
         rng.shuffle(order)
         for name in order:
             v = variants[name]
-            with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+            with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
                 t = time.perf_counter()
                 for x, y in chunk:
                     v.predict_proba_one(x)
                     v.learn_one(x, y)
                 per_block[name].append((time.perf_counter() - t) / len(chunk))
     return per_block
+
+
+def _take_streamcal_modules() -> dict:
+    """Remove the streamcal modules from ``sys.modules``; return them."""
+    names = [k for k in sys.modules if k == "streamcal" or k.startswith("streamcal.")]
+    return {k: sys.modules.pop(k) for k in names}
+
+
+class InTree:
+    """A variant of the streamcal in another directory (``--baseline-tree``), run in this
+    process: while it runs (``with``), ``sys.modules`` holds that tree's streamcal modules,
+    so that what it imports at call time (the store backend, ...) is its own too."""
+
+    def __init__(self, tree: str, make):
+        self.tree = os.path.abspath(tree)
+        self.modules: dict = {}
+        sys.path.insert(0, self.tree)
+        try:
+            with self:
+                old = importlib.import_module("streamcal")
+                if not os.path.abspath(old.__file__).startswith(self.tree):
+                    raise SystemExit(f"--baseline-tree {tree}: no streamcal package there")
+                self.inner = make(importlib.import_module("streamcal").VennAbersClassifier)
+        finally:
+            sys.path.remove(self.tree)
+
+    def __enter__(self):
+        self._ours = _take_streamcal_modules()
+        sys.modules.update(self.modules)
+        self._dont_write = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True  # leave the other tree as it is
+        if isinstance(getattr(self, "inner", None), OnBackend):
+            self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        if isinstance(getattr(self, "inner", None), OnBackend):
+            self.inner.__exit__(*exc)
+        sys.dont_write_bytecode = self._dont_write
+        self.modules = _take_streamcal_modules()
+        sys.modules.update(self._ours)
+
+    def predict_proba_one(self, x):  # run inside the block's ``with`` (side_by_side)
+        return self.inner.predict_proba_one(x)
+
+    def learn_one(self, x, y):
+        self.inner.learn_one(x, y)
 
 
 def cost(args):
@@ -168,6 +219,12 @@ def cost(args):
             "python", lambda: VennAbersClassifier(lr(), protect=True)
         ),
     }
+    if args.baseline_tree:
+        ours = list(variants.items())
+        variants = {"bare pipeline": variants["bare pipeline"]}
+        for name, v in ours[1:]:
+            variants[name] = v
+            variants[f"{name} (baseline)"] = InTree(args.baseline_tree, _twin(v))
     per_block = side_by_side(variants, warm, measure, random.Random(0))
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
@@ -188,6 +245,34 @@ def cost(args):
         ["variant", "µs / event (median block)", "(mean)", "vs bare", "events / s"],
         rows,
     )
+    if args.baseline_tree:
+        pairs = [n for n in variants if f"{n} (baseline)" in variants]
+        rows = []
+        for name in pairs:
+            ratios = np.array(per_block[name]) / np.array(per_block[f"{name} (baseline)"])
+            diff = (median[name] - median[f"{name} (baseline)"]) * 1e6
+            rows.append((name, f"{np.median(ratios):.3f}",
+                         f"{ratios.min():.3f}-{ratios.max():.3f}", f"{diff:+.2f}"))  # fmt: skip
+        table(
+            f"This checkout against {args.baseline_tree}: per-block time ratio (same events, "
+            "same shuffled round)",
+            ["variant", "ratio (median block)", "range", "µs / event (median difference)"],
+            rows,
+        )
+
+
+def _twin(variant):
+    """The maker of ``variant``'s baseline twin, given the baseline's classifier class."""
+    if isinstance(variant, OnBackend):
+        return lambda old: OnBackend(
+            variant.backend, lambda: old(lr(), **_settings_of(variant.clf))
+        )
+    return lambda old: old(lr(), **_settings_of(variant))
+
+
+def _settings_of(clf) -> dict:
+    """The constructor settings of a classifier (to build its baseline twin)."""
+    return {k: getattr(clf, k) for k in ("mode", "window", "refresh_every", "protect")}
 
 
 # --- 2. va throughput ----------------------------------------------------------------
@@ -593,6 +678,11 @@ def main(argv=None):
     ap.add_argument("--batch-events", type=int, help="rows timed per model (default 20000)")
     ap.add_argument("--repeats", type=int, help="runs of the mini-batch pairs (default 5)")
     ap.add_argument("--accuracy-events", type=int, help="synthetic stream length (5000)")
+    ap.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="cost: also time the streamcal in DIR (an older checkout), side by side",
+    )
     ap.add_argument(
         "--only",
         choices=["cost", "va", "quality", "va-quality", "mondrian", "minibatch", "accuracy"],
