@@ -32,10 +32,12 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
+from streamcal.stream.kafka.preflight import check_broker
 from streamcal.stream.kafka.sink import quiet_false_alarms
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.models import find_model
 from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.kv import check_directory
 from streamcal.stream.state.units import UnitStates
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit, TopicRank
 
@@ -84,9 +86,12 @@ class Processor:
             self.metrics.mark(GLOBAL_UNIT, self.state.counts["events"])
         else:
             self.restored = False
-            # Units come with the group's assignment; check the model and load the
-            # learner's modules before the instance joins (not while a rebalance waits).
+            # Units come with the group's assignment; check the model, the state directory
+            # and load the learner's modules before the instance joins (not while a
+            # rebalance waits).
             find_model(config.model)
+            if config.state_dir is not None:
+                check_directory(config.state_dir)
             importlib.import_module("streamcal.learner.classifier")
 
     @property
@@ -180,6 +185,8 @@ class Processor:
         seconds; then flush, checkpoint, commit and return the final metric line (of the
         last unit, with ``--scope partition``)."""
         cfg = self.config
+        # A TLS or SASL set-up that cannot work: told now, naming the setting (SetupError)
+        check_broker(cfg.kafka_client_settings())
         log.info(
             "waiting bounds: predictions %s (--pending-max-bytes), labels %s "
             "(--label-wait-max-bytes); the label delay they hold is logged once the event "
