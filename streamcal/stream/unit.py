@@ -480,6 +480,9 @@ class CalibrationUnit:
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return False
+        if type(rec) is not _Rec:  # a consumer record: only what a dead letter needs
+            rec = tuple.__new__(_Rec, (rec.topic, rec.partition, rec.offset, rec.timestamp,
+                                       rec.key, rec.value))  # fmt: skip
         self._recent.append((eid, rec))
         if clf.unlearned and self._unlearned():
             return False  # refused as a whole (its dead letter is sent): nothing to track
@@ -520,13 +523,13 @@ class CalibrationUnit:
 
 def _recent_size(config, task: str) -> int:
     """How many joined labels' records a unit keeps for the learner's later reports: the
-    default mode learns an object ``window`` to ``window + refresh`` labels after it came
-    (twice that, for the Mondrian mode's categories); the others report within
-    ``SNAPSHOT_PERIOD`` labels."""
+    default mode learns an object at most ``window + refresh`` labels after it came (with
+    ``--by`` a category's may wait longer: its dead letter then holds the object); the
+    others report within ``SNAPSHOT_PERIOD`` labels. About 0.4 KB a record."""
     s = config.classifier_settings()
     if s.mode != "pretrained":
         return SNAPSHOT_PERIOD + 1
-    return 2 * (s.window + s.refresh_period_for(task)) + 1
+    return s.window + s.refresh_period_for(task) + 1
 
 
 def check_fingerprint(state: dict, config) -> None:
