@@ -284,6 +284,11 @@ class VennAbersClassifier(VennAbersWrapper):
         return [False, True] if self._multi is None else list(self._multi.classes.labels)
 
     @property
+    def unlearned(self):
+        """See ``VennAbersWrapper.unlearned`` (once multiclass, the multiclass side's)."""
+        return super().unlearned if self._multi is None else self._multi.unlearned
+
+    @property
     def categories(self) -> list:
         """With ``by``: the categories that have a calibration set, least recently labelled
         first (None is the category of objects without the feature ``by``); else ``[]``."""
@@ -367,6 +372,7 @@ class VennAbersClassifier(VennAbersWrapper):
             by=self.by,
             max_categories=self.max_categories,
         )
+        self._multi.warn_unlearned = self.warn_unlearned
 
     def _multiclass_model(self, x: dict) -> bool:
         """Whether, before any label, the wrapped model already predicts other classes than

@@ -163,7 +163,8 @@ def test_pretrained_learns_the_rest_of_the_batch_again():
 
 
 @pytest.mark.parametrize("value", [1e300, 1e160])
-def test_multiclass_poison_is_undone(value):
+@pytest.mark.parametrize("front_door", [False, True])
+def test_multiclass_poison_is_undone(value, front_door):
     rng = random.Random(3)
     data = []
     for _ in range(150):
@@ -172,7 +173,8 @@ def test_multiclass_poison_is_undone(value):
         data.append((x, "xyz"[k]))
     data[40][0]["a"] = value
     model = preprocessing.StandardScaler() | linear_model.SoftmaxRegression()
-    clf = VennAbersMultiClassifier(model, window=15, refresh_every=15)
+    make = VennAbersClassifier if front_door else VennAbersMultiClassifier
+    clf = make(model, window=15, refresh_every=15)
     with pytest.warns(UnlearnedWarning, match="'a'"):
         for x, y in data:
             assert all(math.isfinite(p) for p in clf.predict_proba_one(x).values())
