@@ -302,6 +302,46 @@ def va_speed(args):
         ["variant", "window", "events", "ms / event", "events / s"],
         rows,
     )
+    if args.baseline_tree:
+        va_against_baseline(args, data)
+
+
+def _va(cls, window: int, generic: bool):
+    clf = cls(lr(), mode="va", window=window)
+    if generic:
+        clf._state.matrix = None
+    return clf
+
+
+def va_against_baseline(args, data):
+    """Mode va of this checkout and of ``--baseline-tree``, side by side in shuffled
+    blocks (each path its own pair), after both have learned the first ``window``."""
+    w = args.va_window
+    rows = []
+    for name, generic, n in [
+        ("va, numpy path for (scaled) LR", False, args.va_speed_events),
+        ("va, object by object", True, max(20, args.va_speed_events // 10)),
+    ]:
+        variants = {
+            name: _va(VennAbersClassifier, w, generic),
+            f"{name} (baseline)": InTree(args.baseline_tree, lambda cls, g=generic: _va(cls, w, g)),
+        }
+        for v in variants.values():
+            with v if isinstance(v, InTree) else contextlib.nullcontext():
+                for x, y in data[:w]:
+                    v.learn_one(x, y)
+        timed = data[w : w + n]
+        blocks = side_by_side(variants, [], timed, random.Random(1), block=max(5, n // 10))
+        ours, theirs = np.array(blocks[name]), np.array(blocks[f"{name} (baseline)"])
+        ratios = ours / theirs
+        spread = f"{ratios.min():.3f}-{ratios.max():.3f}"
+        rows.append((name, f"{np.median(ours) * 1e3:.2f}", f"{np.median(theirs) * 1e3:.2f}",
+                     f"{np.median(ratios):.3f}", spread))  # fmt: skip
+    table(
+        f"Mode va against {args.baseline_tree} (window {w}; per-block ratio, same events)",
+        ["variant", "ms / event", "baseline ms / event", "ratio (median block)", "range"],
+        rows,
+    )
 
 
 # --- 3./4. quality -------------------------------------------------------------------
