@@ -21,11 +21,13 @@ requests and more GIL hand-offs to kafka-python's I/O thread per event.
     python benchmarks/kafka.py --quick      # 20k events
     python benchmarks/kafka.py --merge-only --events 50000   # the merge's release
         # condition now vs before issue 20: backlog throughput, live latency
-    python benchmarks/kafka.py --quick --protection-only   # with and without --protect
+    python benchmarks/kafka.py --quick --protection-only   # --protect, the alarm alone,
+        # neither (add --in-process: their CPU per event without Kafka only)
     python benchmarks/kafka.py --baseline-tree ../old --state-dir  # against an older commit
 
-`streamcal run` protects its predictions by default (--protect); every full run also
-times `streamcal run --no-protect` beside it (target: protected >= 0.95x unprotected).
+`streamcal run` protects its predictions and runs the alarm by default (--protect
+--alarm); every full run also times `streamcal run --no-protect --no-alarm` (neither, the
+outputs of releases before both) beside it (target: protected >= 0.95x neither).
 
 CPU µs/event of a child includes its start-up (imports, numba kernels from cache).
 """
@@ -577,20 +579,31 @@ def print_merge(thr: dict, lat: dict, rate: int, seconds: float) -> None:
         print(f"  {name:28s} {k:6d} {p50:6d} {p99:6d} {mx:6d} {asked:10d} {stall:7d}")
 
 
-def protection_logic(n: int, repeat: int) -> dict:
-    """CPU µs per event (and its label) of a unit without Kafka, with and without
-    protection, alternating (best of ``repeat``): the protection's own cost per event,
-    which the noisy events/s of the runs above hide."""
+# The settings compared by --protection-only: the default (protection and the alarm), the
+# alarm alone, neither.
+PROTECTION_ARMS = {
+    "--protect": {},
+    "--no-protect": {"protect": False},
+    "--no-protect --no-alarm": {"protect": False, "alarm": False},
+}
+NEITHER = "--no-protect --no-alarm"
+
+
+def protection_logic(n: int, repeat: int, mode: str = "sva") -> dict:
+    """CPU µs per event (and its label) of a unit in ``mode`` without Kafka, with
+    protection and the alarm, the alarm alone and neither, alternating: one figure per arm
+    and round (``repeat`` rounds), for their own cost per event, which the noisy events/s
+    of the runs above hide."""
     from streamcal.stream.config import ProcessorConfig
     from streamcal.stream.unit import CalibrationUnit
 
     warm, (events, labels) = 2000, make_records(n + 2000)
-    best: dict = {}
+    rounds: dict = {flag: [] for flag in PROTECTION_ARMS}
     for _ in range(repeat):
-        for flag in ("--protect", "--no-protect"):
+        for flag, settings in PROTECTION_ARMS.items():
             config = ProcessorConfig.build(events_topic="events", labels_topic="labels",
-                                           mode="sva", metrics_file="none",
-                                           protect=flag == "--protect")  # fmt: skip
+                                           mode=mode, metrics_file="none",
+                                           **settings)  # fmt: skip
             unit = CalibrationUnit(config, send=lambda topic, key, value: None)
 
             def feed(lo, hi, unit=unit):
@@ -599,20 +612,44 @@ def protection_logic(n: int, repeat: int) -> dict:
                     unit.on_label(lab)
 
             feed(0, warm)
-            us = cpu_us(lambda feed=feed: feed(warm, warm + n), n)
-            best[flag] = min(best.get(flag, us), us)
-    return best
+            rounds[flag].append(cpu_us(lambda feed=feed: feed(warm, warm + n), n))
+    return rounds
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def print_protection_logic(n: int, repeat: int) -> None:
+    """``protection_logic`` of the default mode and of sva: medians and ranges of each arm,
+    and of each round's extra cost over neither (the arms of a round run back to back)."""
+    print(f"without Kafka (one unit, in-process, {n:,} events after 2,000 of warm-up, "
+          f"{repeat} alternating rounds): CPU µs per event, median (range)")  # fmt: skip
+    for mode in ("pretrained", "sva"):
+        rounds = protection_logic(n, repeat, mode)
+        cells = []
+        for flag in reversed(PROTECTION_ARMS):
+            xs = rounds[flag]
+            cells.append(f"{flag} {_median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})")
+        print(f"  {mode}: " + "; ".join(cells))
+        for flag, what in (("--no-protect", "the alarm alone"), ("--protect", "--protect")):
+            extra = [a - b for a, b in zip(rounds[flag], rounds[NEITHER], strict=True)]
+            print(f"    {what}: +{_median(extra):.1f} µs per event "
+                  f"(range {min(extra):+.1f} to {max(extra):+.1f})")  # fmt: skip
 
 
 def protection_runs(bs, topics, n, every, repeat: int) -> None:
-    """``streamcal run`` with and without protection, alternating; prints the table."""
-    runs: dict = {"--protect": [], "--no-protect": []}
+    """``streamcal run`` with protection and the alarm, the alarm alone and neither,
+    alternating; prints the table."""
+    runs: dict = {flag: [] for flag in PROTECTION_ARMS}
     tag = topics["group"]
     for rep in range(repeat):
         for flag, results in runs.items():
-            topics = {**topics, "predictions": f"{tag}.predictions{flag}-{rep}",
-                      "group": f"{tag}{flag}-{rep}"}  # fmt: skip
-            results.append(run_streamcal(bs, topics, n, every, [flag]))
+            name = flag.replace(" ", "")
+            topics = {**topics, "predictions": f"{tag}.predictions{name}-{rep}",
+                      "group": f"{tag}{name}-{rep}"}  # fmt: skip
+            results.append(run_streamcal(bs, topics, n, every, flag.split()))
             print(f"streamcal run {flag}: {results[-1][0]:,.0f} events/s", flush=True)
     print()
     print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback;"
@@ -623,19 +660,16 @@ def protection_runs(bs, topics, n, every, repeat: int) -> None:
         best[flag] = max(r for r, _, _ in results)
         cpu = min(c for _, c, _ in results)
         print(f"{'streamcal run ' + flag:28s} {best[flag]:10,.0f} {1e6 * cpu:13,.0f}")
-    ratio = best["--protect"] / best["--no-protect"]
-    # Each pair of runs back to back shares the machine's load of the moment: the median of
-    # their ratios is steadier than the ratio of two bests taken at different moments.
-    pro, bare = runs["--protect"], runs["--no-protect"]
-    pairs = sorted(a[0] / b[0] for a, b in zip(pro, bare, strict=True))
-    median = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
-    print(f"ratio protected / --no-protect: {ratio:.2f} events/s, best over best; median of "
-          f"the {len(pairs)} pairs {median:.2f} (range {pairs[0]:.2f}-{pairs[-1]:.2f}); "
-          "target >= 0.95")  # fmt: skip
-    logic = protection_logic(n, repeat)
-    extra = logic["--protect"] - logic["--no-protect"]
-    print(f"without Kafka (one unit, in-process): {logic['--no-protect']:.1f} µs/event, "
-          f"{logic['--protect']:.1f} with --protect (+{extra:.1f} µs)")  # fmt: skip
+    for flag in ("--protect", "--no-protect"):
+        ratio = best[flag] / best[NEITHER]
+        # Each pair of runs back to back shares the machine's load of the moment: the
+        # median of their ratios is steadier than the ratio of two bests taken apart.
+        pairs = sorted(a[0] / b[0] for a, b in zip(runs[flag], runs[NEITHER], strict=True))
+        median = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
+        print(f"ratio {flag} / {NEITHER}: {ratio:.2f} events/s, best over best; median "
+              f"of the {len(pairs)} pairs {median:.2f} (range {pairs[0]:.2f}-{pairs[-1]:.2f})"
+              + ("; target >= 0.95" if flag == "--protect" else ""))  # fmt: skip
+    print_protection_logic(n, repeat)
     final = runs["--protect"][-1][2]
     print(f"final (protected): log_loss={final['log_loss']:.4f} "
           f"protected_log_loss={final['protected_log_loss']:.4f} "
@@ -698,8 +732,13 @@ def main() -> None:
     ap.add_argument(
         "--protection-only",
         action="store_true",
-        help="only streamcal run with and without --protect, alternating (no bare loop, "
-        "control or CPU split)",
+        help="only streamcal run with --protect, --no-protect (the alarm alone) and "
+        "--no-protect --no-alarm, alternating (no bare loop, control or CPU split)",
+    )
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --protection-only: only the in-process part (no streamcal run)",
     )
     ap.add_argument(
         "--baseline-tree",
@@ -733,7 +772,10 @@ def main() -> None:
             print_merge(thr, lat, args.live_rate, args.live_seconds)
             return
         if args.protection_only:
-            protection_runs(bs, topics, n, every, args.repeat)
+            if args.in_process:
+                print_protection_logic(n, args.repeat)
+            else:
+                protection_runs(bs, topics, n, every, args.repeat)
             return
         if args.baseline_tree:
             baseline_runs(bs, topics, n, every, args.repeat, args.baseline_tree, args.state_dir)
@@ -758,8 +800,8 @@ def main() -> None:
             print(f"streamcal run: {sc[-1][0]:,.0f} events/s", flush=True)
             topics["predictions"] = f"bench-{tag}.predictions-unprotected-{rep}"
             topics["group"] = f"bench-{tag}-unprotected-{rep}"
-            unprotected.append(run_streamcal(bs, topics, n, every, ["--no-protect"]))
-            print(f"streamcal run --no-protect: {unprotected[-1][0]:,.0f} events/s", flush=True)
+            unprotected.append(run_streamcal(bs, topics, n, every, NEITHER.split()))
+            print(f"streamcal run {NEITHER}: {unprotected[-1][0]:,.0f} events/s", flush=True)
             topics["predictions"] = f"bench-{tag}.predictions-thread-{rep}"
             topics["group"] = f"bench-{tag}-thread-{rep}"
             thread.append(run_streamcal(bs, topics, n, every, ["--no-producer-process"]))
@@ -789,13 +831,13 @@ def main() -> None:
     label = "  --no-producer-process"
     print(f"{label:28s} {th_rate:10,.0f} {1e6 * th_cpu:13,.0f}")
     up_rate, up_cpu = max(r for r, _, _ in unprotected), min(c for _, c, _ in unprotected)
-    label = "  --no-protect"
+    label = "  " + NEITHER
     print(f"{label:28s} {up_rate:10,.0f} {1e6 * up_cpu:13,.0f}")
     print(f"the broker's CPU per event (µs): {1e6 * min(tansu['bare']) / n:.0f} during the bare "
           f"loop, {1e6 * min(tansu['streamcal']) / n:.0f} during streamcal run")  # fmt: skip
     print(f"ratio streamcal / bare: {sc_rate / bare_rate:.2f} events/s (target >= 0.60), "
           f"{bare_cpu / sc_cpu:.2f} by CPU per event")  # fmt: skip
-    print(f"ratio protected / --no-protect: {sc_rate / up_rate:.2f} events/s (target >= 0.95)")
+    print(f"ratio protected / {NEITHER}: {sc_rate / up_rate:.2f} events/s (target >= 0.95)")
     if busy:
         print(f"ratio streamcal / (bare + busy work): {sc_rate / busy_rate:.2f} events/s; "
               f"(bare + busy) / bare: {busy_rate / bare_rate:.2f}")  # fmt: skip

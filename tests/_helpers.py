@@ -176,8 +176,8 @@ def v5_state(unit) -> dict:
     state["pending"] = {"ttl": cfg.pending_ttl, "max_size": 10**6, "items": legacy["pending"]}
     state["waiting"] = {"ttl": cfg.label_wait, "max_size": 10**5, "items": legacy["waiting"]}
     state["recent"] = {"max_size": cfg.dedupe_window, "items": legacy["recent"]}
-    state["counts"] = {k: v for k, v in state["counts"].items()
-                       if k not in ("evicted", "labels_lost")}  # fmt: skip
+    since_v6 = ("evicted", "labels_lost", "rejected_state_records")
+    state["counts"] = {k: v for k, v in state["counts"].items() if k not in since_v6}
     return state
 
 

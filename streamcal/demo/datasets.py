@@ -15,7 +15,8 @@ import math
 import random
 from pathlib import Path
 
-__all__ = ["DATASETS", "DEFAULT_EVENTS", "DESCRIPTIONS", "EXCHANGEABLE", "load_dataset"]
+__all__ = ["DATASETS", "DEFAULT_EVENTS", "DESCRIPTIONS", "EXCHANGEABLE", "change_event",
+           "load_dataset"]  # fmt: skip
 
 # name -> what it is (for help texts); the first is the default.
 DESCRIPTIONS = {
@@ -29,20 +30,31 @@ DEFAULT_EVENTS = {"phishing": 1250, "drift": 5000}
 EXCHANGEABLE = frozenset({"phishing"})
 
 
+def change_event(name: str, n: int) -> int | None:
+    """The number of the first event after the abrupt change of data set ``name`` of ``n``
+    events (None: it has none), where the calibration alarm should fire soon after.
+
+    >>> change_event("drift", 5000), change_event("phishing", 1250)
+    (2500, None)
+    """
+    return n // 2 if name == "drift" else None
+
+
 def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
 def _drift_stream(n: int, rng: random.Random):
-    """Four numeric features and a colour; the true weights change abruptly at n/2 and
-    the noise level at 3n/4, so a model trained on the past is miscalibrated for a while.
+    """Four numeric features and a colour; the true weights change abruptly at n/2
+    (``change_event``) and the noise level at 3n/4, so a model trained on the past is
+    miscalibrated for a while.
     """
     colors = ("red", "green", "blue")
     before = (2.0, -1.0, 0.5, 0.0)
     after = (-1.0, 1.5, 0.0, 1.5)
     color_effect = {"red": 0.8, "green": 0.0, "blue": -0.8}
     for i in range(n):
-        w = before if i < n // 2 else after
+        w = before if i < change_event("drift", n) else after
         temperature = 1.0 if i < (3 * n) // 4 else 0.5  # sharper odds: confident model wrong
         x = {f"x{j + 1}": rng.gauss(0.0, 1.0) for j in range(4)}
         x["color"] = rng.choice(colors)

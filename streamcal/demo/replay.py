@@ -30,7 +30,8 @@ import orjson
 
 from streamcal.demo.datasets import load_dataset
 
-__all__ = ["ReplayRecord", "demo_records", "ensure_topics", "replay", "replay_counts"]
+__all__ = ["ReplayRecord", "demo_records", "ensure_topics", "first_label_from", "replay",
+           "replay_counts"]  # fmt: skip
 
 STEP_MS = 10  # virtual time between two events
 
@@ -112,6 +113,24 @@ def demo_records(
 def replay_counts(records: list[ReplayRecord]) -> Counter:
     """How many records of each kind, e.g. ``Counter({'event': 1250, 'label': 1224})``."""
     return Counter(r.kind for r in records)
+
+
+def first_label_from(records: list[ReplayRecord], event: int) -> int | None:
+    """The label count (1, 2, ... in the records' timestamp order, which is the order
+    the processor joins them in) of the first label of an event numbered ``event`` or
+    later; None if there is none.
+
+    >>> recs = demo_records("drift", events=6, seed=1, label_delay=1, start_ms=0)
+    >>> [r.key.decode() for r in recs if r.kind == "label"][:4], first_label_from(recs, 3)
+    (['e0', 'e2', 'e1', 'e4'], 4)
+    """
+    k = 0
+    for r in records:
+        if r.kind == "label":
+            k += 1
+            if int(r.key[1:]) >= event:
+                return k
+    return None
 
 
 def replay(producer, records: list[ReplayRecord], topics: dict, progress=None) -> None:

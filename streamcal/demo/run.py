@@ -149,7 +149,14 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
 
     from kafka import KafkaProducer
 
-    from streamcal.demo.replay import demo_records, ensure_topics, replay, replay_counts
+    from streamcal.demo.datasets import change_event
+    from streamcal.demo.replay import (
+        demo_records,
+        ensure_topics,
+        first_label_from,
+        replay,
+        replay_counts,
+    )
 
     topics = _topics(opts, own_broker)
     out_dir = None if opts.produce_only else Path(opts.out)
@@ -165,6 +172,9 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
         except ValueError as exc:
             raise DemoError(str(exc)) from None
         counts = replay_counts(records)
+        event = change_event(opts.dataset, counts["event"])
+        label = None if event is None else first_label_from(records, event)
+        change = None if label is None else (event, label)
         # About a hundred lines in the metric log (smooth report curves); about ten of
         # them are printed.
         every = max(10, counts["label"] // 100)
@@ -201,8 +211,9 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
         final, elapsed, steady = _process(opts, config, counts["event"])
 
     _print_summary(
-        opts, final, counts=counts, elapsed=elapsed, topics=topics, client=client, steady=steady
-    )
+        opts, final, counts=counts, elapsed=elapsed, topics=topics, client=client, steady=steady,
+        change=change,
+    )  # fmt: skip
     if not opts.report:
         print(f"metric log: {metrics_path}")
     else:
@@ -252,13 +263,14 @@ def _process(opts: DemoOptions, config, n_events: int):
     return final, time.monotonic() - t0 - opts.max_idle_s, throughput.steady()
 
 
-def _print_summary(opts, line: dict, counts, elapsed: float, topics: dict, client, steady) -> None:
+def _print_summary(opts, line: dict, counts, elapsed: float, topics: dict, client, steady,
+                   change=None) -> None:  # fmt: skip
     from streamcal.demo.text import dead_letters_text, summary_text
 
     missing = counts["event"] - counts["label"]
     text = summary_text(
         line, opts.dataset, opts.model, missing=missing, elapsed=elapsed, topics=topics,
-        steady=steady,
+        steady=steady, change=change,
     )
     print(text)
     n = line.get("dead_letters")

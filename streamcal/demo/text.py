@@ -6,7 +6,8 @@ import math
 
 from streamcal.demo.datasets import EXCHANGEABLE
 
-__all__ = ["Throughput", "dead_letters_text", "metric_text", "summary_table", "summary_text"]
+__all__ = ["Throughput", "change_text", "dead_letters_text", "metric_text", "summary_table",
+           "summary_text"]  # fmt: skip
 
 
 def _f(value, digits: int = 4) -> str:
@@ -128,6 +129,26 @@ def summary_table(line: dict) -> str:
     return "\n".join(out)
 
 
+def change_text(dataset: str, alarm_at: int | None, change: tuple[int, int]) -> str:
+    """When the alarm fired, against where the stream of ``dataset`` changes: ``change``
+    is (the first event after the change, the label count of its first label).
+
+    >>> change_text("drift", 2508, (2500, 2452))
+    'the drift stream changes at event 2500 (its first label is label 2452 here): the alarm fired 56 labels after it, and not before'
+    >>> change_text("drift", None, (2500, 2452))
+    'the drift stream changes at event 2500 (its first label is label 2452 here): the alarm has not fired'
+    >>> change_text("drift", 1000, (2500, 2452)).split(": ")[1]
+    'the alarm fired 1452 labels before it (a false alarm)'
+    """  # noqa: E501
+    event, label = change
+    head = f"the {dataset} stream changes at event {event} (its first label is label {label} here)"
+    if alarm_at is None:
+        return f"{head}: the alarm has not fired"
+    if alarm_at >= label:
+        return f"{head}: the alarm fired {alarm_at - label} labels after it, and not before"
+    return f"{head}: the alarm fired {label - alarm_at} labels before it (a false alarm)"
+
+
 def summary_text(
     line: dict,
     dataset: str,
@@ -136,11 +157,13 @@ def summary_text(
     elapsed: float,
     topics: dict,
     steady: tuple[float, int, float] | None = None,
+    change: tuple[int, int] | None = None,
 ) -> str:
     """The summary printed at the end of a demo run, from its final metric line.
 
     ``missing`` is the number of labels never sent, ``elapsed`` the processing time (s),
-    ``steady`` the rate after start-up (``Throughput.steady``); it ends on the rates.
+    ``steady`` the rate after start-up (``Throughput.steady``), ``change`` where the
+    data set changes (``change_text``); it ends on the rates.
     """
     from streamcal.monitoring.report import alarm_verdict, corollary1_verdict
 
@@ -157,6 +180,8 @@ def summary_text(
             f"Corollary 1: mean p0 {_f(line.get('mean_p0'))} <= frequency of 1s "
             f"{_f(line.get('frequency'))} <= mean p1 {_f(line.get('mean_p1'))}: {note}",
             *([] if alarm is None else [f"calibration alarm: {alarm}"]),
+            *([] if alarm is None or change is None
+              else ["  " + change_text(dataset, line.get("alarm_at"), change)]),  # fmt: skip
             f"events {line.get('events')}, labels joined {line.get('labels')}, still waiting "
             f"{line.get('pending')} (labels never sent: {missing}), dead letters "
             f"{line.get('dead_letters')}",

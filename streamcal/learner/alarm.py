@@ -136,19 +136,19 @@ class _Feed:
             self.reserves.append(st.n_seen)
         return log_s
 
-    def learn_snapshot(self, model, x: dict, y: int, period: int) -> float:
-        """sva / va, before the model learns x: at a point of the schedule the waiting
-        snapshot starts scoring, with the objects set aside for it as its bag, and a new
-        one (of the model as it is now, which has not seen x) waits; then x is set aside
-        for the waiting one (every ``every``-th label of the period) or ranked by the one
-        in use (the label part only while there is none). Returns ln S."""
+    def learn_snapshot(self, copy, x: dict, y: int, period: int) -> float:
+        """sva / va, label y of x, once the model has learned it: at a point of the
+        schedule the waiting snapshot starts scoring, with the objects set aside for it
+        as its bag, and a new one waits: ``copy``, the model as it was before it learned
+        x (``Alarm.snapshot_due``); then x is set aside for the waiting one (every
+        ``every``-th label of the period) or ranked by the one in use (the label part
+        only while there is none). Returns ln S."""
         seen = self.seen
         if seen == _next_snapshot(seen, period):
             waiting = self.waiting
             self.snapshot = None if waiting is None else waiting[0]
             self.alarm.restart(*(((), ()) if waiting is None else (waiting[1], waiting[2])))
-            self.waiting = (pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)),
-                            [], [])  # fmt: skip
+            self.waiting = (copy, [], [])
             self.segment = 0
         self.seen += 1
         self.segment += 1
@@ -255,15 +255,30 @@ class Alarm:
                     self._max = None
             feed = self.feeds[category] = _Feed(self.params, _seed(self.created),
                                                 snapshot=self.mode != "pretrained")  # fmt: skip
+            # Its ln S starts at 0 now: its lowest so far, at the classifier's count (not at
+            # 0, for a category first seen later or an alarm that started at a resume).
+            feed.low_n = self.n
             self.created += 1
         elif self.max_categories is not None:
             self.feeds.move_to_end(category)
         return feed
 
-    def before_learn(self, category, model, x: dict, y: int) -> None:
-        """sva / va: rank x with the category's snapshot, before the model learns it."""
+    def snapshot_due(self, category, model):
+        """sva / va, before the model learns a label of ``category``: a frozen copy of
+        ``model`` if the schedule takes a snapshot at this label, else None. Changes
+        nothing: ``learn_snapshot`` learns the label once the model has learned it, so a
+        label the model refuses leaves the alarm as it was."""
+        feed = self.feeds.get(category)
+        seen = 0 if feed is None else feed.seen
+        if seen != _next_snapshot(seen, self.period):
+            return None
+        return pickle.loads(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def learn_snapshot(self, category, copy, x: dict, y: int) -> None:
+        """sva / va, after the model learned label ``y`` of ``x``: rank x with the
+        category's snapshot (``copy``: what ``snapshot_due`` gave before the model learned)."""
         feed = self._feed(category)
-        self._after(category, feed, feed.learn_snapshot(model, x, y, self.period))
+        self._after(category, feed, feed.learn_snapshot(copy, x, y, self.period))
 
     def learn(self, category, st, x: dict, y: int) -> None:
         """pretrained: after ``st.learn(x, y)`` (``st``: the category's mode state)."""

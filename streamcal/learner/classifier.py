@@ -388,8 +388,8 @@ class VennAbersClassifier(VennAbersWrapper):
 
     @property
     def alarm(self) -> bool:
-        """With ``protect``: True once a protector's test martingale reached 1 / alpha
-        (sticky); False without ``protect``."""
+        """With ``protect``: True once the alarm's conformal test martingale (any
+        category's, with ``by``) reached 1 / alpha (sticky); False without ``protect``."""
         return self._protection is not None and self._protection.alarm_at is not None
 
     @property
@@ -520,7 +520,7 @@ class VennAbersClassifier(VennAbersWrapper):
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
             category = None if self.by is None else self._protect_category(x, kwargs)
-            prot.observe(category, self._state, x, y, before=True)
+            copy = prot.observe(category, self._state, x, y, before=True)
         if prot is not None and prot.recalibrate:
             if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
                 base = check_probability(base)  # only if not plainly valid, as the protector
@@ -540,7 +540,8 @@ class VennAbersClassifier(VennAbersWrapper):
             return  # this label was refused as a whole: the protector does not learn it
         if prot is not None:  # after the model's learn: a model error leaves all unchanged
             prot.learn(category, base, y)
-            prot.observe(category, self._category_state(category), x, y, before=False)
+            prot.observe(category, self._category_state(category), x, y, before=False,
+                         copy=copy)  # fmt: skip
 
     def _category_state(self, category):
         """The mode state that scores ``category`` (the whole state without ``by``; None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 from river import base
 
@@ -322,6 +323,13 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def log_martingale(self) -> float | None:
         """With ``alarm_alpha``: ln S of the alarm (the largest over the categories)."""
         return None if self._alarm is None else self._alarm.log_martingale
+
+    @property
+    def alarms(self) -> Mapping:
+        """With ``alarm_alpha``: the alarm (``streamcal.core.ConformalAlarm``) of each
+        category (``None`` without ``by``), created at its first label; empty without. A
+        read-only view, as ``VennAbersClassifier.alarms``."""
+        return MappingProxyType({}) if self._alarm is None else self._alarm.alarms
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
         """Learn class ``y`` of ``x`` (with ``by``, ``category=`` as for the prediction).

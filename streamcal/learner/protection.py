@@ -128,19 +128,25 @@ class Protection:
         """The alarm's ln S (with categories, the largest)."""
         return self.alarm.log_martingale
 
-    def observe(self, category, state, x: dict, y: int, before: bool) -> None:
-        """Give the alarm label ``y`` of ``x``: ``before`` the mode state learns it for
-        ``"sva"`` and ``"va"`` (``state``: the classifier's, whose model the snapshot
-        copies), after it for ``"pretrained"`` (``state``: the category's, whose
-        calibration set then holds x's score)."""
+    def observe(self, category, state, x: dict, y: int, before: bool, copy=None):
+        """Give the alarm label ``y`` of ``x``, in two calls around the mode state's learn:
+        ``before`` it (``state``: the classifier's) it changes nothing and returns what
+        the second call needs (for ``"sva"`` and ``"va"``, the frozen copy of the model a
+        snapshot due at this label takes, or None); after it (``state``: the category's,
+        whose calibration set then holds x's score in ``"pretrained"``; ``copy``: what the
+        first call returned) the alarm learns the label. A label the model refuses
+        between the two leaves the alarm as it was."""
         alarm = self.alarm
         if alarm is None:  # unpickled from before the conformal alarm: it starts now
             alarm = self.alarm = _alarm_for(self.params, state, self.max_categories)
         if alarm.mode == "pretrained":
             if not before:
                 alarm.learn(category, state, x, y)
-        elif before:
-            alarm.before_learn(category, state.model, x, y)
+            return None
+        if before:
+            return alarm.snapshot_due(category, state.model)
+        alarm.learn_snapshot(category, copy, x, y)
+        return None
 
     def _key(self, category, x: dict):
         """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""

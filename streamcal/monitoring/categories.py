@@ -8,20 +8,31 @@ Memory is bounded: the first ``max_categories`` categories are counted one by on
 later one only in ``"(other)"``.
 
 With protection (a protector per category, ``docs/alerts.md``), a row also has the
-protected probability's losses (sums, as above) and the category protector's latest
-reported state. That state does not add up: ``"(other)"`` shows the largest log S of the
-categories in it, alarm 1 if any of theirs fired, and no ``alarm_at``.
+protected probability's losses (sums, as above); with the alarm (one per category), the
+category alarm's latest reported state. That state does not add up: ``"(other)"`` shows
+the largest log S of the categories in it, alarm 1 if any of theirs fired, and no
+``alarm_at``.
 """
 
 from __future__ import annotations
 
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.reliability import ReliabilityBins
-from streamcal.monitoring.schema import CATEGORY_KEYS, CATEGORY_PROTECTION_KEYS
+from streamcal.monitoring.schema import (
+    ALARM,
+    CATEGORY_ALARM_KEYS,
+    CATEGORY_KEYS,
+    CATEGORY_PROTECTION_KEYS,
+    FIELDS,
+    PROTECTION,
+)
 
 __all__ = ["CategoryBreakdown", "OTHER"]
 
 OTHER = "(other)"  # the row of the categories outside the top k
+# The per-category fields of the optional features, in schema order: (key, feature)
+_OPTIONAL = tuple((f.key, f.only_with) for f in FIELDS
+                  if f.key in CATEGORY_PROTECTION_KEYS + CATEGORY_ALARM_KEYS)  # fmt: skip
 
 
 class _Sums:
@@ -36,7 +47,7 @@ class _Sums:
         self.labels = self.ones = self.prot_labels = 0
         self.p0 = self.p1 = self.log = self.square = self.prot_log = self.prot_square = 0.0
         self.bins = ReliabilityBins(bins)
-        self.protection = None  # the category protector's latest reported state
+        self.protection = None  # the category alarm's latest reported state
 
     def update(self, p0, p1, y, p, log, square, prot_log=None, prot_square=None) -> None:
         self.labels += 1
@@ -62,7 +73,9 @@ class _Sums:
             b.ones[i] += o.ones[i]
             b.sums[i] += o.sums[i]
 
-    def row(self, category: str, protection: bool = False) -> dict:
+    def row(self, category: str, features: tuple = ()) -> dict:
+        """The row of ``category``: ``CATEGORY_KEYS``, then those of the optional
+        ``features`` (``PROTECTION``, ``ALARM``) in schema order."""
         n, m = self.labels, self.prot_labels
         mean = (lambda v: v / n) if n else (lambda v: None)
         out = {"category": category}
@@ -77,7 +90,7 @@ class _Sums:
             "mean_p1": mean(self.p1),
         }
         out.update((k, values[k]) for k in CATEGORY_KEYS)
-        if protection:
+        if features:
             prot = self.protection or {}
             values = {
                 "protected_labels": m,
@@ -87,7 +100,7 @@ class _Sums:
                 "alarm": prot.get("alarm"),
                 "alarm_at": prot.get("alarm_at"),
             }
-            out.update((k, values[k]) for k in CATEGORY_PROTECTION_KEYS)
+            out.update((k, values[k]) for k, feature in _OPTIONAL if feature in features)
         return out
 
     def __getstate__(self):
@@ -113,7 +126,7 @@ class _Sums:
 
 
 def _merged(a: dict | None, b: dict | None) -> dict | None:
-    """The protector state shown for several categories together: the largest log S,
+    """The alarm state shown for several categories together: the largest log S,
     alarm if any fired; no alarm_at (their label counts are their own).
 
     >>> _merged({"log_martingale": 1.0, "alarm": 0, "alarm_at": None},
@@ -142,6 +155,7 @@ class CategoryBreakdown:
     """
 
     protected = False  # the default of breakdowns pickled before protection
+    alarmed = None  # breakdowns pickled before the alarm had its own flag: ``protected``
 
     def __init__(
         self, top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
@@ -155,6 +169,7 @@ class CategoryBreakdown:
         self.sums: dict[str, _Sums] = {}
         self.untracked = _Sums(bins)  # categories beyond max_categories
         self.protected = False  # rows carry the protection keys once any category had them
+        self.alarmed = False  # ... and the alarm's once any category's alarm reported
 
     def _sums(self, category) -> _Sums:
         key = str(category)
@@ -176,19 +191,19 @@ class CategoryBreakdown:
             self.protected = True
 
     def update_protection(self, category, state: dict) -> None:
-        """The latest state of ``category``'s protector (``log_martingale``, ``alarm``,
+        """The latest state of ``category``'s alarm (``log_martingale``, ``alarm``,
         ``alarm_at``: checked by ``CalibrationTracker.update_protection``)."""
         s = self._sums(category)
         state = {k: state[k] for k in ("log_martingale", "alarm", "alarm_at")}
         # The untracked bucket mixes categories: the largest log S and any alarm so far.
         s.protection = _merged(s.protection, state) if s is self.untracked else state
-        self.protected = True
+        self.alarmed = True
 
     def rows(self) -> list[dict]:
         """The top ``k`` categories by labels (ties by name), then ``"(other)"`` if any
         labels fell outside them: each a dict ``{"category", *CATEGORY_KEYS}``."""
         ranked = sorted(self.sums.items(), key=lambda kv: (-kv[1].labels, kv[0]))
-        prot = self.protected
+        prot = self._features()
         out = [s.row(c, prot) for c, s in ranked[: self.top_k]]
         other = _Sums(self.bins)
         for _, s in ranked[self.top_k :]:
@@ -197,6 +212,13 @@ class CategoryBreakdown:
         if other.labels:
             out.append(other.row(OTHER, prot))
         return out
+
+    def _alarmed(self) -> bool:
+        # Before the alarm had its own flag, ``protected`` meant both.
+        return self.protected if self.alarmed is None else self.alarmed
+
+    def _features(self) -> tuple:
+        return (PROTECTION,) * self.protected + (ALARM,) * self._alarmed()
 
     def to_state(self) -> dict:
         """Plain data; ``from_state`` rebuilds it."""
@@ -207,6 +229,7 @@ class CategoryBreakdown:
             "sums": [[c, s.to_state()] for c, s in self.sums.items()],
             "untracked": self.untracked.to_state(),
             "protected": self.protected,
+            "alarmed": self._alarmed(),
         }
 
     @classmethod
@@ -222,4 +245,5 @@ class CategoryBreakdown:
         self.sums = {c: _Sums.from_state(s) for c, s in state["sums"]}
         self.untracked = _Sums.from_state(state["untracked"])
         self.protected = state.get("protected", False)  # not in states from before protection
+        self.alarmed = state.get("alarmed", self.protected)  # before its own flag: as protected
         return self

@@ -10,8 +10,9 @@ prediction, a line every ``every`` labels (``CalibrationTracker.snapshot``), and
 A prediction is what ``predict_interval_one`` returned: a ``VennAbersInterval`` (binary:
 p0, p1, p, the raw score and, with ``protect=``, the protected p), or a
 ``MulticlassPrediction`` (the top-label pair, every class's probability, the per-class
-pairs and the model's scores), which makes the log a multiclass one. The protector's
-state is the tracker's to record, as the processor does: ``update_protection``.
+pairs and the model's scores), which makes the log a multiclass one. The alarm's state
+(and protection's gain) is the tracker's to record, as the processor does:
+``update_protection``.
 
 >>> import tempfile, pathlib
 >>> from streamcal.learner import VennAbersInterval
@@ -118,10 +119,16 @@ class MetricLogWriter:
         if self.labels % self.every == 0:
             self._write(self.tracker.snapshot())
 
-    def update_protection(self, log_martingale, alarm, alarm_at=None, alpha=0.01, category=None):
-        """Record the protector's state after a label (``CalibrationTracker.
-        update_protection``); the next line shows it."""
-        self._tracker(False).update_protection(log_martingale, alarm, alarm_at, alpha, category)
+    def update_protection(self, log_martingale, alarm, alarm_at=None, alpha=0.01, category=None,
+                          alarm_onset=None, protection_gain=None):  # fmt: skip
+        """Record the alarm's state after a label (``clf.log_martingale``, ``clf.alarm``,
+        ``clf.alarm_at``, the level, ``clf.alarm_onset``) and, with protection, what it
+        gained (``clf.protection_gain``; binary only); the next line shows them
+        (``CalibrationTracker.update_protection``)."""
+        tracker = self.tracker if self.tracker is not None else self._tracker(False)
+        gain = {} if protection_gain is None else {"protection_gain": protection_gain}
+        tracker.update_protection(log_martingale, alarm, alarm_at, alpha, category=category,
+                                  alarm_onset=alarm_onset, **gain)  # fmt: skip
 
     def _write(self, line: dict) -> None:
         self._file.write(orjson.dumps(line) + b"\n")

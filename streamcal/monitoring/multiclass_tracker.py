@@ -138,8 +138,24 @@ class MulticlassTracker:
             band[2] += float(c0)
             band[3] += float(c1)
 
+    def update_protection(self, log_martingale, alarm, alarm_at=None, alpha=0.01, category=None,
+                          alarm_onset=None) -> None:  # fmt: skip
+        """Record the alarm's state after a label (``CalibrationTracker.update_protection``;
+        no protection here, so no gain). The alarm tests the stream of objects and their
+        classes, not the top label; its fields (``ALARM_KEYS``) join the snapshot and,
+        with ``category``, that category's line.
+
+        >>> t = MulticlassTracker()
+        >>> t.update_protection(1.5, False, None, alpha=0.01)
+        >>> t.snapshot()["log_martingale"], "protection_gain" in t.snapshot()
+        (1.5, False)
+        """
+        self.top.update_protection(log_martingale, alarm, alarm_at, alpha, category=category,
+                                   alarm_onset=alarm_onset)  # fmt: skip
+
     def snapshot(self, reliability: bool = False) -> dict:
-        """The top label's ``CalibrationTracker.snapshot`` then the ``MULTICLASS_KEYS``."""
+        """The top label's ``CalibrationTracker.snapshot`` (with the alarm's fields once
+        recorded) then the ``MULTICLASS_KEYS``."""
         out = self.top.snapshot(reliability=reliability)
         a, w = self._all, self._recent
         values = {

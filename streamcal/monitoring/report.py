@@ -14,9 +14,10 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
   one-vs-rest band of every class, one row each; the other figures are then of the top
   label ("the predicted class is right"): ``reliability.png`` is the top-label
   reliability diagram and ``band.png`` mean top-label p0 <= accuracy <= mean p1;
-* ``protection.png`` (metric logs with protection, ``docs/alerts.md``): the log of the
-  protector's test martingale over labels, its alarm level ln(1/alpha) and the moment the
-  alarm fired; the loss figure and tables then also show the protected probability.
+* ``alarm.png`` (metric logs with the alarm, ``docs/alerts.md``): the log of the alarm's
+  conformal test martingale over labels, its alarm level ln(1/alpha), the moment the
+  alarm fired and where the change began (its onset); with protection the loss figure
+  and tables also show the protected probability.
 
 Several metric logs (the instances of a ``--scope partition`` job), or one log with lines
 of several units: the tables and figures are of the units pooled
@@ -64,7 +65,7 @@ SAMPLING_ERROR_SE = 3
 FIGURES = ("reliability.png", "loss.png", "width.png", "band.png")
 CATEGORY_FIGURE = "categories.png"
 CLASS_FIGURE = "classes.png"
-PROTECTION_FIGURE = "protection.png"
+ALARM_FIGURE = "alarm.png"
 _CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
 
 
@@ -167,9 +168,9 @@ def _settled_limits(x, series):
     return lo - pad, hi + pad
 
 
-def has_protection(log, key: str = "log_martingale") -> bool:
-    """Whether any line of ``log`` has a value of ``key``: ``log_martingale`` for a
-    protector's state, ``protected_log_loss`` for protected probabilities (a predictions
+def has_values(log, key: str = "log_martingale") -> bool:
+    """Whether any line of ``log`` has a value of ``key``: ``log_martingale`` for an
+    alarm's state, ``protected_log_loss`` for protected probabilities (a predictions
     file may carry those alone)."""
     return any(line.get(key) is not None for line in log)
 
@@ -177,7 +178,7 @@ def has_protection(log, key: str = "log_martingale") -> bool:
 def loss_figure(log, path: Path) -> None:
     fig = _figure(8.0, 3.8)
     x = _series(log, "labels")
-    protected = has_protection(log, "protected_log_loss")
+    protected = has_values(log, "protected_log_loss")
     for i, (name, key) in enumerate((("log loss", "log_loss"), ("square loss", "square_loss"))):
         ax = fig.add_subplot(1, 2, i + 1)
         lines = [
@@ -247,8 +248,23 @@ def alarm_moment(log) -> float | None:
     return None
 
 
-def protection_figure(log, path: Path) -> None:
-    """log S over labels, the alarm level ln(1/alpha) and the moment the alarm fired."""
+def alarm_onset(log) -> float | None:
+    """Where the change began on the labels axis, as the alarm read it back: the
+    ``alarm_onset`` of the last line that has one (None for units pooled: their label
+    counts are their own).
+
+    >>> alarm_onset([{"labels": 10}, {"labels": 20, "alarm_onset": 12}])
+    12.0
+    """
+    for line in reversed(log):
+        if line.get("alarm_onset") is not None:
+            return float(line["alarm_onset"])
+    return None
+
+
+def alarm_figure(log, path: Path) -> None:
+    """log S over labels, the alarm level ln(1/alpha), the moment the alarm fired and
+    where the change began."""
     fig = _figure(7.0, 3.4)
     ax = fig.add_subplot()
     x = _series(log, "labels")
@@ -261,6 +277,10 @@ def protection_figure(log, path: Path) -> None:
     at = alarm_moment(log)
     if at is not None:
         ax.axvline(at, color="crimson", lw=1.2, alpha=0.6, label=f"alarm at label {at:g}")
+    onset = alarm_onset(log)
+    if onset is not None:
+        ax.axvline(onset, color="black", lw=1.0, ls=":",
+                   label=f"change began near label {onset:g}")  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("labelled events")
     ax.set_ylabel("log S (natural log)")
@@ -354,7 +374,7 @@ def corollary1_verdict(last: dict) -> str:
 
 
 def alarm_verdict(last: dict) -> str | None:
-    """What the alarm says (None without protection).
+    """What the alarm says (None without the alarm).
 
     >>> alarm_verdict({"alarm": 1, "alarm_at": 695, "alarm_alpha": 0.01, "log_martingale": 9.0})
     'fired at label 695: the stream is not exchangeable (false-alarm probability at most 0.01)'
@@ -402,8 +422,8 @@ def summary(last: dict, categories: list[dict] = ()) -> dict:
     out = {
         f.key: last[f.key]
         for f in schema.FIELDS
-        # A feature's fields (protection) only where it was used: else the summary is as
-        # it was before them.
+        # A feature's fields (protection, the alarm) only where it was used: else the
+        # summary is as it was before them.
         if f.title and f.key in last and (last[f.key] is not None or not f.only_with)
     }
     out["corollary1"] = corollary1_verdict(last)
@@ -469,15 +489,17 @@ _READING = {
         "errors) should "
         "meet the blue bar [mean p0, mean p1] of that class in every row."
     ),
-    PROTECTION_FIGURE: (
+    ALARM_FIGURE: (
         "The alarm's conformal test martingale S (natural log; docs/alerts.md): it bets "
         "against exchangeability of the labelled stream, the assumption p's guarantee rests "
         "on, and grows when the class prior or the fit of the model's scores to the labels "
         "changes. The alarm fires when log S reaches the dashed line ln(1/alpha); on an "
         "exchangeable stream that happens with probability at most alpha, ever (Ville's "
-        "inequality), whatever the model and however often the chart is looked at. The "
-        "vertical line is the alarm; from there on, prefer the protected probability (green "
-        "in the loss figure) to p. With several units the curve is the largest unit's log S."
+        "inequality), whatever the model and however often the chart is looked at. The red "
+        "vertical line is the alarm, the dotted one where the change began (where log S was "
+        "last at its lowest before it); from there on, prefer the protected probability "
+        "(green in the loss figure, with protection) to p. With several units the curve is "
+        "the largest unit's log S."
     ),
     "band.png": (
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
@@ -518,16 +540,19 @@ def _unit_key(unit: str):
     return (0, int(unit), "") if unit.isdigit() else (1, 0, unit)
 
 
-# With protection, each unit's own protector: the alarm is per unit.
-_UNIT_PROTECTION_COLUMNS = ("protected_log_loss", "log_martingale", "alarm", "alarm_at")
+# With protection and the alarm, each unit's own: the alarm is per unit.
+_UNIT_PROTECTION_COLUMNS = ("protected_log_loss",)
+_UNIT_ALARM_COLUMNS = ("log_martingale", "alarm", "alarm_at")
 
 
 def _units_html(units: dict, total: dict) -> str:
     if len(units) < 2:
         return ""
     columns = _UNIT_COLUMNS
-    if has_protection(units.values()):
+    if has_values(units.values(), "protected_log_loss"):
         columns += _UNIT_PROTECTION_COLUMNS
+    if has_values(units.values()):
+        columns += _UNIT_ALARM_COLUMNS
     head = "".join(f"<th>{html.escape(schema.field(k).title)}</th>" for k in columns)
     rows = ""
     for unit in sorted(units, key=_unit_key):
@@ -581,7 +606,7 @@ def _html(log, last, source, kind, title, out: Path, units=None, categories=(),
     loss_head = "".join(f"<th>{c}</th>" for c in _LOSS_COLUMNS)
     figures = ""
     extra = ((CATEGORY_FIGURE,) if categories else ()) + (
-        (PROTECTION_FIGURE,) if has_protection(log) else ()
+        (ALARM_FIGURE,) if has_values(log) else ()
     ) + ((CLASS_FIGURE,) if classes else ())
     multiclass = last.get("classes") is not None
     for name in FIGURES + extra:
@@ -708,8 +733,8 @@ def write_report(
     classes = list(by_class.values())
     if classes:
         category_band_figure(classes, out / CLASS_FIGURE, name=schema.CLASS)
-    if has_protection(log):
-        protection_figure(log, out / PROTECTION_FIGURE)
+    if has_values(log):
+        alarm_figure(log, out / ALARM_FIGURE)
     source = ", ".join(os.fspath(p) for p in paths)
     page = out / "report.html"
     page.write_text(

@@ -24,10 +24,20 @@ of each label set. The processor's lines carry ``unit`` (a partition number, or
 units add up to the whole stream's (``streamcal.monitoring.pooled``, used by ``streamcal
 report`` on several metric logs).
 
-Protection (a protector's recalibrated probability and its test martingale, see
-``docs/alerts.md``): the fields with ``only_with=PROTECTION`` (``PROTECTION_KEYS``) are in
-a tracker's snapshot only once it has seen a protected probability or a protector's
-state; without protection a snapshot is exactly what it was before them.
+Two optional features of a binary stream (``docs/alerts.md``), each with its own fields:
+
+* the alarm (a conformal test martingale against exchangeability): the fields with
+  ``only_with=ALARM`` (``ALARM_KEYS``: ``log_martingale``, ``alarm``, ``alarm_at``,
+  ``alarm_alpha``, ``alarm_onset``) are in a tracker's snapshot once an alarm's state was
+  recorded (``update_protection``);
+* protection (a recalibration of p learned online): the fields with
+  ``only_with=PROTECTION`` (``PROTECTION_KEYS``: the protected probability's losses and
+  ``protection_gain``) are there once the tracker has seen a protected probability or a
+  gain.
+
+Protection runs with the alarm; the alarm may run alone (``--no-protect``, the library's
+``protect={"recalibrate": False}``, a multiclass classifier's ``alarm_alpha``). Without
+either a snapshot is exactly what it was before them.
 
 Multiclass (``--task multiclass``, ``streamcal.monitoring.multiclass_tracker``): the
 tracker fields are those of the top label ("the predicted class is right": p the
@@ -36,8 +46,8 @@ fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, lab
 ``class``, carry each class's one-vs-rest band (``CLASS_KEYS``).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
-['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters', 'merge_stalls',
- 'late_arrivals']
+['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters',
+ 'rejected_state_records', 'merge_stalls', 'late_arrivals']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -49,6 +59,9 @@ from dataclasses import dataclass
 __all__ = [
     "BINS",
     "CATEGORY",
+    "ALARM",
+    "ALARM_KEYS",
+    "CATEGORY_ALARM_KEYS",
     "CATEGORY_KEYS",
     "CATEGORY_PROTECTION_KEYS",
     "COUNTER",
@@ -86,6 +99,7 @@ POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "mean:protected_labels"
          "bins", "ece:reliability", "ece:raw_reliability", "none")  # fmt: skip
 # The optional features a field may belong to (``MetricField.only_with``).
 PROTECTION = "protection"
+ALARM = "alarm"
 MULTICLASS = "multiclass"
 # The labels of a processor's metric line: which unit of calibration (a partition number,
 # or "global") and which instance (--instance-id, default host:pid) it comes from.
@@ -162,10 +176,18 @@ def _t_optional(key, kind, title, help, **kw) -> MetricField:
     return MetricField(key, kind, help, source=TRACKER, title=title, required=False, **kw)
 
 
-def _t_protected(key, kind, title, help, labels=(), **kw) -> MetricField:
-    # Optional when reading: metric logs of runs without protection have none of them.
-    return MetricField(key, kind, help, TRACKER, title, required=False,
-                       labels=UNIT_LABELS + tuple(labels), only_with=PROTECTION, **kw)  # fmt: skip
+def _t_only_with(feature: str):
+    """The maker of a tracker field of ``feature``: optional when reading (metric logs of
+    runs without the feature have none of them)."""
+
+    def make(key, kind, title, help, labels=(), **kw) -> MetricField:
+        return MetricField(key, kind, help, TRACKER, title, required=False,
+                           labels=UNIT_LABELS + tuple(labels), only_with=feature, **kw)  # fmt: skip
+
+    return make
+
+
+_t_protected, _t_alarm = _t_only_with(PROTECTION), _t_only_with(ALARM)
 
 
 def _t_multiclass(key, kind, title, help, **kw) -> MetricField:
@@ -224,7 +246,7 @@ FIELDS: tuple[MetricField, ...] = (
     _t("mean_p1", GAUGE, "mean p1",
        "Mean p1 (upper end of the Corollary 1 band).", labels=_CC),
     # Protection (docs/alerts.md): only in the lines of a tracker that was given protected
-    # probabilities or a protector's state.
+    # probabilities or protection's gain.
     _t_protected("protected_labels", COUNTER, "with a protected probability",
        "Labels whose prediction carried a protected probability.", labels=_C),
     _t_protected("protected_log_loss", GAUGE, "protected log loss",
@@ -238,23 +260,25 @@ FIELDS: tuple[MetricField, ...] = (
     _t_protected("recent_protected_square_loss", GAUGE, "protected square loss, recent",
        "Square loss of the protected probability, last window.",
        pool="mean:protected_labels"),
-    # Not summable across units: the pooled line shows the largest (the unit closest to,
-    # or furthest past, its alarm level); "any unit alarmed" is the largest alarm.
-    _t_protected("log_martingale", GAUGE, "log S (test martingale)",
+    # The alarm (docs/alerts.md): only in the lines of a tracker that was given an alarm's
+    # state. Not summable across units: the pooled line shows the largest (the unit
+    # closest to, or furthest past, its alarm level); "any unit alarmed" is the largest.
+    _t_alarm("log_martingale", GAUGE, "log S (test martingale)",
        "Natural log of the alarm's conformal test martingale S against exchangeability of "
        "the labelled stream (docs/alerts.md).",
        labels=_C, pool="max"),
-    _t_protected("alarm", GAUGE, "calibration alarm", prometheus="calibration_alarm",
+    _t_alarm("alarm", GAUGE, "calibration alarm", prometheus="calibration_alarm",
        help="1 once log S has reached ln(1/alpha) (sticky): the stream is no longer "
        "exchangeable, so p's guarantee no longer covers it, at level alpha; else 0.",
        labels=_C, pool="max"),
     # A unit's own label count: meaningless for several units pooled.
-    _t_protected("alarm_at", GAUGE, "alarm at label", prometheus="calibration_alarm_at_labels",
-       help="The alarm's label count when it fired (null before).", labels=_C,
+    _t_alarm("alarm_at", GAUGE, "alarm at label", prometheus="calibration_alarm_at_labels",
+       help="The label count when the alarm fired (on a per-category line the category's "
+       "own count; null before).", labels=_C,
        pool="none"),
-    _t_protected("alarm_alpha", GAUGE, "alarm level alpha", prometheus="calibration_alarm_alpha",
+    _t_alarm("alarm_alpha", GAUGE, "alarm level alpha", prometheus="calibration_alarm_alpha",
        help="The alarm's level alpha: it fires when log S reaches ln(1/alpha).", pool="max"),
-    _t_protected("alarm_onset", GAUGE, "change began at label",
+    _t_alarm("alarm_onset", GAUGE, "change began at label",
        prometheus="calibration_alarm_onset_labels",
        help="Where the change began, as the alarm reads its martingale back: the label "
        "count at which log S was last at its lowest before the alarm (null before).",
@@ -264,7 +288,8 @@ FIELDS: tuple[MetricField, ...] = (
        "probability, in nats (the protectors' log S, summed over categories).", pool="sum"),
     # Multiclass (--task multiclass): the fields above are then those of the top label,
     # "the predicted class is right" (p is the predicted class's probability, frequency
-    # the accuracy), and these are of the whole vector of class probabilities.
+    # the accuracy), but for the alarm's (it tests the stream of objects and classes), and
+    # these are of the whole vector of class probabilities.
     _t_multiclass("classes", GAUGE, "classes",
        "Classes known to the calibrator (from labels and the model's outputs).", pool="max"),
     _t_multiclass("multiclass_log_loss", GAUGE, "multiclass log loss",
@@ -310,6 +335,9 @@ FIELDS: tuple[MetricField, ...] = (
        "for their event beyond --label-wait-max-bytes."),
     _p("dead_letters", COUNTER, "dead letters",
        "Messages sent to the dead-letter topic."),
+    _p("rejected_state_records", COUNTER, "state records rejected",
+       "State records (state topic, local state) skipped when the unit was restored: they "
+       "failed authentication (forged, or written with another key)."),
     _p("waiting_labels", GAUGE, "labels waiting for an event",
        "Labels waiting for their event."),
     _p("waiting_label_bytes", GAUGE, "bytes of labels waiting",
@@ -338,18 +366,22 @@ LABELS: tuple[Label, ...] = (
 )  # fmt: skip
 
 # The fields of a per-category line (``CalibrationTracker.category_snapshots()``), in order;
-# with protection, the ``CATEGORY_PROTECTION_KEYS`` follow them.
+# with protection the ``CATEGORY_PROTECTION_KEYS``, with the alarm the
+# ``CATEGORY_ALARM_KEYS`` follow them (in schema order when both).
 CATEGORY_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels and not f.only_with)
 CATEGORY_PROTECTION_KEYS = tuple(
     f.key for f in FIELDS if CATEGORY in f.labels and f.only_with == PROTECTION
 )
+CATEGORY_ALARM_KEYS = tuple(f.key for f in FIELDS if CATEGORY in f.labels and f.only_with == ALARM)
 
-# The flat keys of ``CalibrationTracker.snapshot()``, in order; with protection, the
-# ``PROTECTION_KEYS`` follow them.
+# The flat keys of ``CalibrationTracker.snapshot()``, in order; with protection the
+# ``PROTECTION_KEYS``, with the alarm the ``ALARM_KEYS`` follow them (in schema order
+# when both).
 SNAPSHOT_KEYS = tuple(
     f.key for f in FIELDS if f.source == TRACKER and f.kind != BINS and not f.only_with
 )
 PROTECTION_KEYS = tuple(f.key for f in FIELDS if f.only_with == PROTECTION)
+ALARM_KEYS = tuple(f.key for f in FIELDS if f.only_with == ALARM)
 MULTICLASS_KEYS = tuple(f.key for f in FIELDS if f.only_with == MULTICLASS)
 # The fields of a per-class line (``MulticlassTracker.class_snapshots()``), in order.
 CLASS_KEYS = tuple(f.key for f in FIELDS if CLASS in f.labels)

@@ -34,9 +34,20 @@ from streamcal.core.validate import check_label
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.reliability import ReliabilityBins
-from streamcal.monitoring.schema import PROTECTION_KEYS, SNAPSHOT_KEYS
+from streamcal.monitoring.schema import (
+    ALARM,
+    ALARM_KEYS,
+    FIELDS,
+    PROTECTION,
+    PROTECTION_KEYS,
+    SNAPSHOT_KEYS,
+)
 
-__all__ = ["CalibrationTracker", "PROTECTION_KEYS", "SNAPSHOT_KEYS", "prediction_in_range"]
+__all__ = ["ALARM_KEYS", "CalibrationTracker", "PROTECTION_KEYS", "SNAPSHOT_KEYS",
+           "prediction_in_range"]  # fmt: skip
+
+# The fields of the optional features, in schema order: (key, feature)
+_OPTIONAL = tuple((f.key, f.only_with) for f in FIELDS if f.only_with in (PROTECTION, ALARM))
 
 # river.metrics.LogLoss clamps probabilities to [1e-15, 1 - 1e-15].
 _EPS = 1e-15
@@ -257,11 +268,13 @@ class CalibrationTracker:
     >>> [(r["category"], r["labels"], r["frequency"]) for r in t.category_snapshots()]
     [('fr', 2, 0.5), ('(other)', 1, 1.0)]
 
-    Protection (``docs/alerts.md``): ``update(..., p_protected=q)`` adds the losses of a
-    protector's probability, and ``update_protection(log_martingale, alarm, alarm_at,
-    alpha)`` records the protector's state after the label (per category with
-    ``category=``). The ``PROTECTION_KEYS`` are in the snapshot only once either was
-    called, so a tracker without protection gives the snapshot it always did.
+    The alarm and protection (``docs/alerts.md``): ``update_protection(log_martingale,
+    alarm, alarm_at, alpha)`` records the alarm's state after the label (per category with
+    ``category=``), and ``update(..., p_protected=q)`` adds the losses of the protected
+    probability (``protection_gain=`` of ``update_protection``: what protection gained).
+    The ``ALARM_KEYS`` are in the snapshot once an alarm's state was recorded, the
+    ``PROTECTION_KEYS`` once a protected probability or a gain was: a tracker without
+    either gives the snapshot it always did.
 
     >>> t = CalibrationTracker()
     >>> t.update(0.2, 0.4, 1, p_protected=0.5)
@@ -269,6 +282,11 @@ class CalibrationTracker:
     >>> s = t.snapshot()
     >>> round(s["protected_log_loss"], 6), s["log_martingale"], s["alarm"], s["alarm_at"]
     (0.693147, 0.4, 0, None)
+    >>> alone = CalibrationTracker()  # the alarm alone: no protected fields
+    >>> alone.update(0.2, 0.4, 1)
+    >>> alone.update_protection(0.4, False, None, alpha=0.01)
+    >>> "alarm" in alone.snapshot(), "protected_log_loss" in alone.snapshot()
+    (True, False)
     >>> "alarm" in CalibrationTracker().snapshot()
     False
     """
@@ -291,7 +309,8 @@ class CalibrationTracker:
         # Checked labels not yet folded into the float statistics, as plain-float rows
         # (p0, p1, y, score, p, p_protected); ``_all.n`` labels are.
         self._pending: list = []
-        # The protector's state as last reported (``update_protection``), or None.
+        # The alarm's state (and protection's gain) as last reported
+        # (``update_protection``), or None.
         self._protection: dict | None = None
         self._all = _Means()
         self._recent = _Means()  # over the terms in _window, reverted as they leave it
@@ -436,8 +455,10 @@ class CalibrationTracker:
 
     def snapshot(self, reliability: bool = False) -> dict:
         """The statistics as a flat JSON-ready dict: the tracker fields of the metric schema
-        (``SNAPSHOT_KEYS``, in order; None if undefined), then, once protection was
-        recorded (``update(p_protected=)`` or ``update_protection``), ``PROTECTION_KEYS``.
+        (``SNAPSHOT_KEYS``, in order; None if undefined), then, in schema order, the
+        ``PROTECTION_KEYS`` once protection was recorded (``update(p_protected=)``, or a
+        gain to ``update_protection``) and the ``ALARM_KEYS`` once an alarm's state was
+        (``update_protection``).
 
         With ``reliability=True`` it also carries the bins: ``reliability`` (of p) and
         ``raw_reliability`` (of the score, None without scores), so that a report made from
@@ -465,8 +486,11 @@ class CalibrationTracker:
             "frequency": self.ones / n if n else None,
             "mean_p1": self._p1 if n else None,
         }
-        if self.protected_labels or self._protection is not None:
-            prot = self._protection or {}
+        prot = self._protection
+        on = (PROTECTION if self.protected_labels or (prot and prot.get("gain") is not None)
+              else None, ALARM if prot is not None else None)  # fmt: skip
+        if on != (None, None):
+            prot = prot or {}
             values = {
                 "protected_labels": self.protected_labels,
                 "protected_log_loss": a.get("prot_log"),
@@ -480,7 +504,7 @@ class CalibrationTracker:
                 "alarm_onset": prot.get("onset"),
                 "protection_gain": prot.get("gain"),
             }
-            out.update((k, values[k]) for k in PROTECTION_KEYS)
+            out.update((k, values[k]) for k, feature in _OPTIONAL if feature in on)
         if reliability:
             out["reliability"] = self._rel.table()
             out["raw_reliability"] = self._raw_rel.table() if self.raw_labels else None
@@ -489,8 +513,9 @@ class CalibrationTracker:
     def category_snapshots(self) -> list[dict]:
         """Per-category metric lines: the top ``top_k`` categories by labels, then
         ``"(other)"`` (when labels fell outside them); each ``{"category": str,
-        *CATEGORY_KEYS}`` (then the ``CATEGORY_PROTECTION_KEYS`` once protection was
-        recorded for a category). Empty if no update had a category."""
+        *CATEGORY_KEYS}`` (then the ``CATEGORY_PROTECTION_KEYS`` once a protected
+        probability, the ``CATEGORY_ALARM_KEYS`` once an alarm's state was recorded for a
+        category). Empty if no update had a category."""
         return self._categories.rows()
 
     def to_state(self) -> dict:

@@ -31,7 +31,6 @@ from streamcal.learner.settings import (
     DEFAULT_MERGE,
     MONDRIAN_SETTINGS,
     ClassifierSettings,
-    check_protect,
 )
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.models import (
@@ -206,7 +205,7 @@ class ProcessorConfig:
         "binary (labels 0/1 or true/false) or multiclass (labels are class names: strings "
         "or integers; each prediction carries a probability per class, the predicted "
         "class with its Venn-Abers pair and, with scheme one-vs-rest, a pair per class; "
-        "mode pretrained only, without --protect; see docs/processor.md)",
+        "mode pretrained only; the alarm but no p_protected; see docs/processor.md)",
         "model",
     )
     scheme: str | None = _opt(
@@ -223,18 +222,28 @@ class ProcessorConfig:
     )
     protect: bool = _opt(
         True,
-        "protected calibration: each prediction also carries p_protected (a recalibration "
-        "of p learned online, at most ln 2 worse than p in cumulative log loss, recovering "
-        "from a shift in tens of labels) and the metric lines a test martingale on p with a "
-        "calibration alarm. On by default: p itself is unchanged, the alarm is the only "
-        "sign that calibration broke, and it costs a few microseconds per label; "
-        "--no-protect gives the outputs of releases before it",
+        "protected calibration (binary): each prediction also carries p_protected (a "
+        "recalibration of p learned online, at most ln 2 worse than p in cumulative log "
+        "loss, recovering from a shift in tens of labels) and the metric lines what it "
+        "gained. On by default: p itself is unchanged. Runs with the alarm (--alarm); "
+        "--no-protect keeps the alarm alone",
+        "model",
+    )
+    alarm: bool = _opt(
+        True,
+        "the calibration alarm: a conformal test martingale against exchangeability of "
+        "the labelled stream (the assumption p's guarantee rests on) in the metric lines, "
+        "which fires with probability at most --alarm-alpha on an exchangeable stream, "
+        "whatever the model (docs/alerts.md); every task and mode, one per unit and per "
+        "category. On by default: it changes no prediction and costs a few microseconds "
+        "per label (one model score more in modes sva and va). --no-alarm needs "
+        "--no-protect; both give the outputs of releases before them",
         "model",
     )
     alarm_alpha: float = _opt(
         DEFAULT_ALARM_ALPHA,
-        "with --protect: the calibration alarm fires when the test martingale reaches "
-        "1/alarm_alpha (false-alarm probability at most alarm_alpha, per protector)",
+        "the alarm's level: it fires when its test martingale reaches 1/alarm_alpha "
+        "(false-alarm probability at most alarm_alpha, per unit and per category)",
         "model",
     )
 
@@ -392,16 +401,23 @@ class ProcessorConfig:
 
     def classifier_settings(self) -> ClassifierSettings:
         """The classifier's settings: those given here, its defaults for the others (None);
-        ``protect`` from ``--protect`` and ``--alarm-alpha`` (``protect_setting``)."""
-        return settings_of({k: getattr(self, k) for k in (*CLASSIFIER_SETTINGS, "alarm_alpha")})
+        ``protect`` from ``--protect``, ``--alarm`` and ``--alarm-alpha``
+        (``protect_setting``)."""
+        return settings_of({k: getattr(self, k)
+                            for k in (*CLASSIFIER_SETTINGS, "alarm", "alarm_alpha")})  # fmt: skip
 
     def protect_params(self) -> dict | None:
-        """The classifier's ``protect`` parameters, or None (off).
+        """The classifier's ``protect`` parameters, or None (neither protection nor the
+        alarm).
 
-        >>> ProcessorConfig().protect_params(), ProcessorConfig(protect=False).protect_params()
-        ({'alpha': 0.01, 'lookup': False}, None)
+        >>> ProcessorConfig().protect_params()
+        {'alpha': 0.01, 'lookup': False}
+        >>> ProcessorConfig(protect=False).protect_params()
+        {'alpha': 0.01, 'lookup': False, 'recalibrate': False}
+        >>> ProcessorConfig(protect=False, alarm=False).protect_params() is None
+        True
         """
-        return protect_setting(self.protect, self.alarm_alpha) or None
+        return protect_setting(self.protect, self.alarm, self.alarm_alpha) or None
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message naming the bad setting."""
@@ -482,7 +498,13 @@ class ProcessorConfig:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
         self.classifier_settings()  # the classifier's own rules and messages
         self._validate_task()
-        check_protect(protect_setting(True, self.alarm_alpha))  # also with --no-protect
+        if not 0.0 < self.alarm_alpha < 1.0:  # also when off: a typo fails now, not later
+            raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
+        if self.protect and not self.alarm and self.task == "binary":
+            raise ValueError(
+                "protect runs with the alarm: --no-alarm needs --no-protect (the alarm "
+                "alone is --no-protect)"
+            )
         if self.compression_type not in _CODECS:
             raise ValueError(
                 f"compression_type must be one of {', '.join(_CODECS)}; "
@@ -716,27 +738,36 @@ def resolved_scheme(task, scheme):
     return scheme or DEFAULT_SCHEME
 
 
-def protect_setting(protect: bool, alarm_alpha: float) -> dict | bool:
-    """The classifier's ``protect`` for ``--protect`` and ``--alarm-alpha``.
+def protect_setting(protect: bool, alarm: bool, alarm_alpha: float) -> dict | bool:
+    """The classifier's ``protect`` for ``--protect``, ``--alarm`` and ``--alarm-alpha``:
+    protection and the alarm, the alarm alone (``"recalibrate": False``: p_protected is p,
+    no protector runs), or neither. The library's protection always runs its alarm.
 
     The processor keeps every pending prediction's p and passes it back with the label,
     so the classifier need not remember them (``"lookup": False``: no feature key and no
     table entry per prediction, and no table in the checkpoint).
 
-    >>> protect_setting(True, 0.05), protect_setting(False, 0.05)
+    >>> protect_setting(True, True, 0.05), protect_setting(False, False, 0.05)
     ({'alpha': 0.05, 'lookup': False}, False)
+    >>> protect_setting(False, True, 0.05)
+    {'alpha': 0.05, 'lookup': False, 'recalibrate': False}
     """
-    return {"alpha": alarm_alpha, "lookup": False} if protect else False
+    if not (protect or alarm):
+        return False
+    return {"alpha": alarm_alpha, "lookup": False, **({} if protect else {"recalibrate": False})}
 
 
 def settings_of(values: Mapping) -> ClassifierSettings:
     """The classifier's settings for the processor's ``values`` as given (None: not
-    given), e.g. a checkpoint's fingerprint: ``protect`` is the flag, ``alarm_alpha`` its
-    level; a ``protect`` of None (a state from before protection) means off."""
+    given), e.g. a checkpoint's fingerprint: ``protect`` and ``alarm`` are the flags,
+    ``alarm_alpha`` the level; a ``protect`` of None (a state from before protection)
+    means off, an ``alarm`` of None (a state from before the alarm had its own flag)
+    means as ``protect``."""
     given = {k: values.get(k) for k in CLASSIFIER_SETTINGS}
     alpha = values.get("alarm_alpha")
-    protect = given["protect"]
+    protect, alarm = given["protect"], values.get("alarm")
     given["protect"] = None if protect is None else protect_setting(
-        protect, DEFAULT_ALARM_ALPHA if alpha is None else alpha
-    )
+        protect, protect if alarm is None else alarm,
+        DEFAULT_ALARM_ALPHA if alpha is None else alpha,
+    )  # fmt: skip
     return ClassifierSettings.given(**given)

@@ -2,8 +2,8 @@
 
 A metric line (docs/contracts.md) has every field of the metric schema
 (``streamcal.monitoring.schema``) but those of an optional feature that is off (the
-protection fields without ``--protect``: absent, not null), in its order, taken by name
-from a unit's
+protection fields without ``--protect``, the alarm's without ``--alarm``, the multiclass
+ones of a binary run: absent, not null), in its order, taken by name from a unit's
 ``snapshot()`` and from the processor's own values (time, rate, merge stalls, version);
 then the labels saying where it comes from: ``unit`` (the partition number, or
 ``global``) and ``instance``. With ``--by`` a unit's line is followed by its
@@ -26,7 +26,7 @@ from streamcal.monitoring import schema as metric_schema
 from streamcal.stream.bounds import BoundWatch
 from streamcal.stream.unit import GLOBAL_UNIT
 
-__all__ = ["MetricEmitter", "metric_line"]
+__all__ = ["MetricEmitter", "features_of", "metric_line"]
 
 
 def metric_line(values: dict, unit: int | None, instance: str, features=()) -> dict:
@@ -37,7 +37,7 @@ def metric_line(values: dict, unit: int | None, instance: str, features=()) -> d
     >>> line = metric_line({"events": 3, "labels": 1}, unit=2, instance="i-1")
     >>> line["events"], line["labels"], line["pending"], line["unit"], line["instance"]
     (3, 1, None, '2', 'i-1')
-    >>> "alarm" in line, metric_line({}, None, "i-1", features=("protection",))["alarm"]
+    >>> "alarm" in line, metric_line({}, None, "i-1", features=("alarm",))["alarm"]
     (False, None)
     """
     line = {
@@ -50,6 +50,23 @@ def metric_line(values: dict, unit: int | None, instance: str, features=()) -> d
     return line
 
 
+def features_of(config) -> tuple:
+    """The optional features of the schema whose fields ``config``'s metric lines carry.
+
+    >>> from streamcal.stream.config import ProcessorConfig
+    >>> features_of(ProcessorConfig()), features_of(ProcessorConfig(protect=False))
+    (('protection', 'alarm'), ('alarm',))
+    >>> features_of(ProcessorConfig(task="multiclass", model="gnb"))  # no protection there
+    ('multiclass', 'alarm')
+    """
+    multiclass = config.task == "multiclass"
+    return (
+        (metric_schema.MULTICLASS,) * multiclass
+        + (metric_schema.PROTECTION,) * (config.protect and not multiclass)
+        + (metric_schema.ALARM,) * config.alarm
+    )
+
+
 class MetricEmitter:
     """Make the metric lines of a processor's units and send them (see the module
     docstring). ``start`` opens the outputs; until then, lines are only made."""
@@ -59,10 +76,7 @@ class MetricEmitter:
         self.instance = instance
         self.exporter_class = exporter_class  # PrometheusExporter with metrics_port
         self.version = streamcal.__version__
-        if config.task == "multiclass":  # without protection (streamcal.stream.tasks)
-            self.features = (metric_schema.MULTICLASS,)
-        else:
-            self.features = (metric_schema.PROTECTION,) if config.protect else ()
+        self.features = features_of(config)
         self.exporter = None
         self.bounds = BoundWatch(config)  # logs the label delay the waiting bounds hold
         self.out = None  # the metrics file (or stdout), while running

@@ -61,6 +61,8 @@ __all__ = [
 ABSENT, EVENT, LABEL = 0, ord("E"), ord("L")
 JOINED, EXPIRED, EVICTED = ord("J"), ord("X"), ord("V")
 FINISHED = frozenset((JOINED, EXPIRED, EVICTED))
+_TAGGED = frozenset((EVENT, LABEL))
+_MARKERS = {kind: bytes((kind,)) for kind in FINISHED}
 
 _ID = b"i"
 _WAIT = struct.Struct("<BQ")  # kind, sequence number (waiting entries)
@@ -72,6 +74,42 @@ class TamperedEntry(ValueError):
     """An entry of the store whose tag does not match: changed by someone without the key."""
 
 
+class _Room:
+    """The waiting entries of one kind (events, or labels): their order, number, bytes,
+    time to live and bounds. The entries themselves are the ``Pending``'s."""
+
+    __slots__ = ("kind", "fifo", "ttl", "max_bytes", "max_count", "count", "bytes",
+                 "next_deadline")  # fmt: skip
+
+    def __init__(self, kind: int, fifo: Fifo, ttl: float, max_bytes: int, max_count, count=0,
+                 size=0):  # fmt: skip
+        self.kind, self.fifo = kind, fifo
+        self.ttl, self.max_bytes, self.max_count = float(ttl), int(max_bytes), max_count
+        self.count, self.bytes = count, size
+        # Deadline of the oldest entry that may still wait (-inf: look it up): nothing of
+        # the room expires before it, so most records cost one comparison.
+        self.next_deadline = float("-inf")
+
+    def over(self) -> bool:
+        return self.bytes > self.max_bytes or (
+            self.max_count is not None and self.count > self.max_count
+        )
+
+    def first(self):
+        """``(seq, deadline, size, id)`` of the oldest entry, or None."""
+        found = self.fifo.first()
+        if found is None:
+            return None
+        seq, value = found
+        deadline, size = _SEQ_ENTRY.unpack_from(value)
+        return seq, deadline, size, value[_SEQ_ENTRY.size :].decode()
+
+    def leave(self, seq: int, size: int) -> None:
+        self.fifo.remove(seq)
+        self.count -= 1
+        self.bytes -= size
+
+
 class Pending:
     """Waiting events and labels and finished ids of one unit, in ``store`` (see the
     module docstring).
@@ -79,8 +117,8 @@ class Pending:
     ``ttl`` and ``label_ttl``: how long (clock seconds) an event waits for its label and a
     label for its event. ``max_bytes`` and ``label_max_bytes`` bound the bytes of waiting
     events and of waiting labels, ``max_events`` and ``max_labels`` (None: off) their
-    number; ``dedupe_window`` finished ids are remembered. With ``key``, every entry carries
-    a tag (keyed BLAKE2b over key and value) checked when it is read.
+    number; ``dedupe_window`` finished ids are remembered. With ``key``, every waiting event
+    and label carries a tag (keyed BLAKE2b over key and value) checked when it is read.
     """
 
     def __init__(self, store: KVStore, *, ttl: float, label_ttl: float, max_bytes: int,
@@ -88,39 +126,50 @@ class Pending:
                  max_labels: int | None = None, dedupe_window: int = 1_000_000,
                  key: bytes | None = None, state: dict | None = None):  # fmt: skip
         self.store = store
-        self.ttl = float(ttl)
-        self.label_ttl = float(label_ttl)
-        self.max_bytes = int(max_bytes)
-        self.label_max_bytes = self.max_bytes if label_max_bytes is None else label_max_bytes
-        self.max_events = max_events
-        self.max_labels = max_labels
         self.dedupe_window = int(dedupe_window)
-        self._key = key
+        # A keyed BLAKE2b, copied per entry (cheaper than keying it anew).
+        self._hasher = None if key is None else hashlib.blake2b(key=key[:64], digest_size=_TAG)
         s = state or {}
-        self.events_fifo = Fifo(store, b"q", *s.get("events_fifo", (0, 0)))
-        self.labels_fifo = Fifo(store, b"l", *s.get("labels_fifo", (0, 0)))
+        label_max_bytes = max_bytes if label_max_bytes is None else label_max_bytes
+        self.event_room = _Room(EVENT, Fifo(store, b"q", *s.get("events_fifo", (0, 0))), ttl,
+                                max_bytes, max_events, s.get("events", 0),
+                                s.get("event_bytes", 0))  # fmt: skip
+        self.label_room = _Room(LABEL, Fifo(store, b"l", *s.get("labels_fifo", (0, 0))),
+                                label_ttl, label_max_bytes, max_labels, s.get("labels", 0),
+                                s.get("label_bytes", 0))  # fmt: skip
         self.finished_fifo = Fifo(store, b"o", *s.get("finished_fifo", (0, 0)))
-        self.events = s.get("events", 0)  # waiting events
-        self.labels = s.get("labels", 0)  # waiting labels
-        self.event_bytes = s.get("event_bytes", 0)
-        self.label_bytes = s.get("label_bytes", 0)
-        # Deadline of the oldest entry that may still wait (-inf: look it up): nothing of
-        # a sequence expires before it, so most records cost one comparison.
-        self._next_event_deadline = float("-inf")
-        self._next_label_deadline = float("-inf")
 
     # ------------------------------------------------------------------ state
     def to_state(self) -> dict:
         """The counters and sequence numbers (the entries are in the store)."""
+        ev, lab = self.event_room, self.label_room
         return {
-            "events_fifo": self.events_fifo.to_state(),
-            "labels_fifo": self.labels_fifo.to_state(),
+            "events_fifo": ev.fifo.to_state(),
+            "labels_fifo": lab.fifo.to_state(),
             "finished_fifo": self.finished_fifo.to_state(),
-            "events": self.events,
-            "labels": self.labels,
-            "event_bytes": self.event_bytes,
-            "label_bytes": self.label_bytes,
+            "events": ev.count,
+            "labels": lab.count,
+            "event_bytes": ev.bytes,
+            "label_bytes": lab.bytes,
         }
+
+    @property
+    def events(self) -> int:
+        """Waiting events."""
+        return self.event_room.count
+
+    @property
+    def labels(self) -> int:
+        """Waiting labels."""
+        return self.label_room.count
+
+    @property
+    def event_bytes(self) -> int:
+        return self.event_room.bytes
+
+    @property
+    def label_bytes(self) -> int:
+        return self.label_room.bytes
 
     @property
     def finished(self) -> int:
@@ -128,17 +177,22 @@ class Pending:
         return self.finished_fifo.tail - self.finished_fifo.head
 
     # ------------------------------------------------------------------ entries
-    def _put(self, key: bytes, value: bytes) -> None:
-        if self._key is not None:
-            value += _tag(self._key, key, value)
-        self.store.put(key, value)
+    # Waiting entries (what is learned from) carry a tag over their key and value; a
+    # finished marker and the sequences' entries are pointers: changing them can only make
+    # an entry leave early, which anyone who can write the store can do anyway.
+    def _tag(self, key: bytes, value: bytes) -> bytes:
+        h = self._hasher.copy()
+        h.update(key)
+        h.update(b"\0")
+        h.update(value)
+        return h.digest()
 
     def _get(self, key: bytes):
         value = self.store.get(key)
-        if value is None or self._key is None:
+        if value is None or self._hasher is None or value[0] not in _TAGGED:
             return value
         body, tag = value[:-_TAG], value[-_TAG:]
-        if not hmac.compare_digest(tag, _tag(self._key, key, body)):
+        if not hmac.compare_digest(tag, self._tag(key, body)):
             raise TamperedEntry(
                 f"state store entry {key[:40]!r} failed authentication (changed by someone "
                 "without the checkpoint key); refusing it"
@@ -156,21 +210,25 @@ class Pending:
             return kind, value[_WAIT.size :], _WAIT.unpack_from(value)[1]
         return kind, None, -1
 
+    def _wait(self, room: _Room, eid: str, payload: bytes, deadline: float) -> None:
+        key = eid.encode()
+        size = len(key) + len(payload)
+        seq = room.fifo.push(_SEQ_ENTRY.pack(deadline, size) + key)
+        value = _WAIT.pack(room.kind, seq) + payload
+        if self._hasher is not None:
+            value += self._tag(_ID + key, value)
+        self.store.put(_ID + key, value)
+        room.count += 1
+        room.bytes += size
+
     def wait_event(self, eid: str, payload: bytes, now: float, deadline=None) -> list[str]:
         """Keep an event's ``payload`` until its label comes (``eid`` has no entry) or clock
         ``now + ttl`` (or ``deadline``); returns the ids of the oldest waiting events pushed
         out by a bound (finished as evicted)."""
-        key = eid.encode()
-        size = len(key) + len(payload)
-        deadline = now + self.ttl if deadline is None else deadline
-        seq = self.events_fifo.push(_SEQ_ENTRY.pack(deadline, size) + key)
-        self._put(_ID + key, _WAIT.pack(EVENT, seq) + payload)
-        self.events += 1
-        self.event_bytes += size
+        room = self.event_room
+        self._wait(room, eid, payload, now + room.ttl if deadline is None else deadline)
         out = []
-        while self.event_bytes > self.max_bytes or (
-            self.max_events is not None and self.events > self.max_events
-        ):
+        while room.over():
             out.append(self._pop_event(EVICTED))
         return out
 
@@ -178,40 +236,29 @@ class Pending:
         """Keep a label's ``payload`` until its event comes (``eid`` has no entry) or clock
         ``now + label_ttl`` (or ``deadline``); returns the ``(id, payload)`` of the oldest
         waiting labels pushed out by a bound."""
-        key = eid.encode()
-        size = len(key) + len(payload)
-        deadline = now + self.label_ttl if deadline is None else deadline
-        seq = self.labels_fifo.push(_SEQ_ENTRY.pack(deadline, size) + key)
-        self._put(_ID + key, _WAIT.pack(LABEL, seq) + payload)
-        self.labels += 1
-        self.label_bytes += size
+        room = self.label_room
+        self._wait(room, eid, payload, now + room.ttl if deadline is None else deadline)
         out = []
-        while self.label_bytes > self.label_max_bytes or (
-            self.max_labels is not None and self.labels > self.max_labels
-        ):
+        while room.over():
             out.append(self._pop_label())
         return out
 
     def take_event(self, eid: str, seq: int, payload: bytes, status: int = JOINED) -> None:
         """The waiting event ``eid`` (``lookup``'s number and payload) leaves, finished as
         ``status``."""
-        self.events_fifo.remove(seq)
-        self.events -= 1
-        self.event_bytes -= len(eid.encode()) + len(payload)
+        self.event_room.leave(seq, len(eid.encode()) + len(payload))
         self.finish(eid, status)
 
     def take_label(self, eid: str, seq: int, payload: bytes) -> None:
         """The waiting label ``eid`` leaves (its id has no entry afterwards)."""
         key = eid.encode()
-        self.labels_fifo.remove(seq)
-        self.labels -= 1
-        self.label_bytes -= len(key) + len(payload)
+        self.label_room.leave(seq, len(key) + len(payload))
         self.store.delete(_ID + key)
 
     def finish(self, eid: str, status: int) -> None:
         """Remember ``eid`` as finished with ``status`` (the newest ``dedupe_window``)."""
         key = eid.encode()
-        self._put(_ID + key, bytes((status,)))
+        self.store.put(_ID + key, _MARKERS[status])
         fifo = self.finished_fifo
         fifo.push(key)
         if fifo.tail - fifo.head > self.dedupe_window:
@@ -220,64 +267,48 @@ class Pending:
             fifo.remove(old)
 
     # ------------------------------------------------------------------ leaving in order
-    def _first(self, fifo: Fifo):
-        """``(seq, deadline, size, id)`` of the oldest entry of ``fifo``, or None."""
-        found = fifo.first()
-        if found is None:
-            return None
-        seq, value = found
-        deadline, size = _SEQ_ENTRY.unpack_from(value)
-        return seq, deadline, size, value[_SEQ_ENTRY.size :].decode()
-
     def _pop_event(self, status: int, first=None) -> str:
-        """The oldest waiting event (``first``, if ``_first`` just gave it) leaves,
+        """The oldest waiting event (``first``, if ``first()`` just gave it) leaves,
         finished as ``status``; returns its id."""
-        seq, _, size, eid = first or self._first(self.events_fifo)
-        self.events_fifo.remove(seq)
-        self.events -= 1
-        self.event_bytes -= size
+        seq, _, size, eid = first or self.event_room.first()
+        self.event_room.leave(seq, size)
         self.finish(eid, status)
         return eid
 
     def _pop_label(self, first=None) -> tuple[str, bytes]:
         """The oldest waiting label (``first``, as for ``_pop_event``) leaves; returns its
         id and payload."""
-        seq, _, size, eid = first or self._first(self.labels_fifo)
+        seq, _, size, eid = first or self.label_room.first()
         key = _ID + eid.encode()
         value = self._get(key)
-        self.labels_fifo.remove(seq)
-        self.labels -= 1
-        self.label_bytes -= size
+        self.label_room.leave(seq, size)
         self.store.delete(key)
         return eid, value[_WAIT.size :]
 
     def expire(self, now: float) -> tuple[list[str], list[tuple[str, bytes]]]:
         """Remove what waited past its deadline at clock ``now``: the ids of the expired
         events (finished as expired) and the ``(id, payload)`` of the expired labels."""
-        events: list = []
-        labels: list = []
-        if now > self._next_event_deadline and self.events:
-            while (first := self._first(self.events_fifo)) is not None:
-                if first[1] >= now:
-                    self._next_event_deadline = first[1]
-                    break
-                events.append(self._pop_event(EXPIRED, first))
-            else:
-                self._next_event_deadline = float("-inf")
-        if now > self._next_label_deadline and self.labels:
-            while (first := self._first(self.labels_fifo)) is not None:
-                if first[1] >= now:
-                    self._next_label_deadline = first[1]
-                    break
-                labels.append(self._pop_label(first))
-            else:
-                self._next_label_deadline = float("-inf")
+        events = self._expire(self.event_room, now, lambda f: self._pop_event(EXPIRED, f))
+        labels = self._expire(self.label_room, now, self._pop_label)
         return events, labels
+
+    @staticmethod
+    def _expire(room: _Room, now: float, pop) -> list:
+        out: list = []
+        if now <= room.next_deadline or not room.count:
+            return out
+        while (first := room.first()) is not None:
+            if first[1] >= now:
+                room.next_deadline = first[1]
+                return out
+            out.append(pop(first))
+        room.next_deadline = float("-inf")
+        return out
 
     def waiting(self, kind: int = EVENT) -> list[tuple[str, float, bytes]]:
         """The ``(id, deadline, payload)`` of every waiting event (or label), oldest first.
         Reads them all: for exports and tests."""
-        fifo = self.events_fifo if kind == EVENT else self.labels_fifo
+        fifo = (self.event_room if kind == EVENT else self.label_room).fifo
         out = []
         for _, value in self.store.items(fifo.key(fifo.head), fifo.key(fifo.tail)):
             deadline = _SEQ_ENTRY.unpack_from(value)[0]
@@ -293,7 +324,3 @@ class Pending:
             eid = value.decode()
             out.append((eid, self.lookup(eid)[0]))
         return out
-
-
-def _tag(key: bytes, name: bytes, value: bytes) -> bytes:
-    return hashlib.blake2b(name + b"\0" + value, key=key[:64], digest_size=_TAG).digest()

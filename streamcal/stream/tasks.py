@@ -11,13 +11,21 @@ What waits for a label is only what the join needs: the features the model learn
 (none but the score field with ``--model score:FIELD``), the numbers the tracker scores,
 the category with ``--by`` and, binary with ``--protect``, p_protected.
 
+The alarm (``--alarm``, ``--alarm-alpha``; ``docs/alerts.md``) is the classifier's: a
+conformal test martingale per category (one without ``--by``), fed by the classifier's own
+label and scores in every mode. A task gives the tracker its state: per label the
+category's alarm (with ``--by``), and before a metric line or a checkpoint the unit's
+(``report``: the largest ln S, the first alarm, its onset). Binary protection (the
+protected p, ``--protect``) runs with it; ``--no-protect`` keeps the alarm alone (the
+library's ``protect={"recalibrate": False}``).
+
 Multiclass (``VennAbersMultiClassifier``): a label is a class name (``decode_class_label``);
 a prediction is the predicted class, its top-label pair and p, a probability per class, the
-model's own probabilities and the scheme's pairs (the shape is in docs/processor.md). No
-protection (per class it is not built). Before any class is known (no label joined yet)
-the prediction has ``label`` null, (p0, p1) = (0, 1), p 0 and no probabilities; such
-predictions are not tracked (their loss would measure the cold start only), and the model
-still learns their labels.
+model's own probabilities and the scheme's pairs (the shape is in docs/processor.md). The
+alarm (``alarm_alpha``), but no protection (per class it is not built). Before any class is
+known (no label joined yet) the prediction has ``label`` null, (p0, p1) = (0, 1), p 0 and
+no probabilities; such predictions are not tracked (their loss would measure the cold
+start only), and the model still learns their labels (and its alarm too).
 """
 
 from __future__ import annotations
@@ -82,7 +90,7 @@ _HAS_PP, _HAS_CATEGORY = 1, 2
 
 
 class BinaryTask:
-    """Binary labels, ``VennAbersClassifier``, ``CalibrationTracker``, protection."""
+    """Binary labels, ``VennAbersClassifier``, ``CalibrationTracker``, protection, the alarm."""
 
     name = "binary"
     event_decoder = staticmethod(decode_event)
@@ -92,7 +100,10 @@ class BinaryTask:
         self.config = config
         self.codec = codec
         self.by = config.by
-        self.protect = config.classifier_settings().protect_params  # None: off
+        # The classifier's protect= (None: neither protection nor the alarm)
+        self.protect = config.classifier_settings().protect_params
+        self.protected = bool(config.protect)  # predictions carry p_protected
+        self.alarm_alpha = config.alarm_alpha if config.alarm else None  # None: no alarm
         self._kept = _kept_features(config)
 
     # ------------------------------------------------------------------ what it makes
@@ -114,13 +125,17 @@ class BinaryTask:
             make_model(self.config.model), **self.config.classifier_settings().as_dict()
         )
 
-    def classifier_from_state(self, state: dict, clf):
-        """The classifier of a checkpoint; ``clf`` is a new one with today's settings."""
+    def classifier_from_state(self, state: dict, clf, labels: int = 0):
+        """The classifier of a checkpoint; ``clf`` is a new one with today's settings,
+        ``labels`` the unit's label count in the checkpoint."""
         if self.protect is not None:
             # The protect in effect (the fingerprint matched its flags): "lookup" off
             # also for a state written with it on. A state from before protection has
-            # no protectors: they start fresh.
-            state = {**state, "protect": clf.protect, "protection": state.get("protection")}
+            # no protectors: they start fresh, and so does an alarm it lacks.
+            protection = state.get("protection")
+            if protection is None or protection.get("alarm") is None:
+                protection = _fresh_alarm(clf.to_state()["protection"], protection, labels)
+            state = {**state, "protect": clf.protect, "protection": protection}
         return self.classifier_class().from_state(state)
 
     @staticmethod
@@ -149,7 +164,7 @@ class BinaryTask:
         category = p_protected = None
         if self.by is not None:
             category = out["category"] = ev.category
-        if self.protect is not None:
+        if self.protected:
             p_protected = out["p_protected"] = iv.p_protected
         x = ev.x if self._kept is None else self._kept(ev.x)
         return out, PendingPrediction(x, p0, p1, p, score, category, p_protected)
@@ -192,7 +207,7 @@ class BinaryTask:
 
     def learn(self, clf, pred: PendingPrediction, y) -> None:
         kw = {"category": pred.category} if self.by is not None else {}
-        if self.protect is None:
+        if not self.protected:
             clf.learn_one(pred.x, y, **kw)
         else:  # the protector learns from the p that was given, however late the label
             clf.learn_one(pred.x, y, p=pred.p, **kw)
@@ -204,31 +219,37 @@ class BinaryTask:
             tracker.update(p0, p1, y, score=score, p=p, **kw)
         else:
             tracker.update(p0, p1, y, score=score, p=p, p_protected=pp, **kw)
-        if self.by is not None and self.protect is not None and pred.category is not None:
+        self._track_alarm(clf, tracker, pred.category)
+
+    def _track_alarm(self, clf, tracker, category) -> None:
+        if self.by is not None and self.alarm_alpha is not None and category is not None:
             # Per label: the tracker's "(other)" row keeps the largest log S reported so
             # far (a null category has no row, as in CalibrationTracker.update).
-            alarm = clf.alarms.get(pred.category)
+            alarm = clf.alarms.get(category)
             if alarm is not None:
                 tracker.update_protection(
                     alarm.log_martingale, alarm.alarm, alarm.alarm_at,
-                    alpha=self.protect["alpha"], category=pred.category,
+                    alpha=self.alarm_alpha, category=category,
                 )  # fmt: skip
 
     def report(self, clf, tracker, labels: int) -> None:
-        """Give the tracker the unit's protection state (with ``--by`` the largest log S and
-        the first alarm over the categories) before it is read. Done when read rather than
-        per label: the tracker keeps only the latest report, a function of the
-        classifier's state, so reading it late gives the same value."""
-        if self.protect is None or not labels:
+        """Give the tracker the unit's alarm state (with ``--by`` the largest log S and the
+        first alarm over the categories; the unit's label counts) and, with protection,
+        what it gained, before it is read. Done when read rather than per label: the
+        tracker keeps only the latest report, a function of the classifier's state, so
+        reading it late gives the same value."""
+        if self.alarm_alpha is None or not labels:
             return
+        gain = {"protection_gain": clf.protection_gain} if self.protected else {}
         tracker.update_protection(
-            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self.protect["alpha"],
-            alarm_onset=clf.alarm_onset, protection_gain=clf.protection_gain,
-        )
+            clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self.alarm_alpha,
+            alarm_onset=clf.alarm_onset, **gain,
+        )  # fmt: skip
 
 
 class MulticlassTask(BinaryTask):
-    """Class labels, ``VennAbersMultiClassifier``, ``MulticlassTracker``, no protection."""
+    """Class labels, ``VennAbersMultiClassifier``, ``MulticlassTracker``, the alarm, no
+    protection."""
 
     name = "multiclass"
     label_decoder = staticmethod(decode_class_label)
@@ -236,6 +257,7 @@ class MulticlassTask(BinaryTask):
     def __init__(self, config, codec: FeatureCodec | None):
         super().__init__(config, codec)
         self.protect = None  # per class it is not built
+        self.protected = False
         self.scheme = config.multiclass_scheme()
 
     @staticmethod
@@ -255,15 +277,22 @@ class MulticlassTask(BinaryTask):
         return self.classifier_class()(
             make_model(self.config.model), scheme=self.scheme, merge=s.merge, window=s.window,
             refresh_every=s.refresh_every, by=s.by, max_categories=s.max_categories,
+            alarm_alpha=self.alarm_alpha,
         )  # fmt: skip
 
-    def classifier_from_state(self, state: dict, clf):
+    def classifier_from_state(self, state: dict, clf, labels: int = 0):
+        """As ``BinaryTask``'s: a state without an alarm (from before it) gets a fresh one
+        if it is on, counting labels from ``labels``."""
+        if clf.alarm_alpha is not None and state.get("alarm") is None:
+            fresh = _fresh_alarm({"alarm": clf.to_state()["alarm"]}, None, labels)
+            state = {**state, "alarm_alpha": clf.alarm_alpha, "alarm": fresh["alarm"]}
         return self.classifier_class().from_state(state)
 
     @staticmethod
     def fingerprint(values: dict) -> dict:
-        # No protection here: bound to neither setting (as a state from before protection).
-        return {**values, "protect": None, "alarm_alpha": None}
+        # No protection here: bound to the alarm's settings only (--protect is as a state
+        # from before protection: either).
+        return {**values, "protect": None}
 
     def predict(self, clf, ev) -> tuple[dict, PendingMulticlass]:
         if self.by is None:
@@ -331,6 +360,16 @@ class MulticlassTask(BinaryTask):
             pred.label, pred.p0, pred.p1, pred.p, pred.proba, y,
             scores=pred.scores, intervals=pred.intervals, **kw,
         )  # fmt: skip
+        self._track_alarm(clf, tracker, pred.category)
+
+
+def _fresh_alarm(fresh: dict, old: dict | None, labels: int) -> dict:
+    """The protection state ``old`` (None: there was none) with the alarm of ``fresh`` (a
+    new classifier's protection state, today's settings), which starts now: at the
+    unit's label count ``labels``, so that its ``alarm_at`` and ``alarm_onset`` are on the
+    axis of the unit's metric lines. A multiclass classifier passes ``{"alarm": ...}``."""
+    alarm = {**fresh["alarm"], "n": labels}
+    return {**(fresh if old is None else old), "alarm": alarm}
 
 
 def task_of(config) -> type[BinaryTask]:

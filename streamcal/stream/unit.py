@@ -86,7 +86,7 @@ class TopicRank(IntEnum):
 
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
-           "dead_letters")  # fmt: skip
+           "dead_letters", "rejected_state_records")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default
@@ -99,11 +99,12 @@ _INPUT_FINGERPRINT = (
     "features_field",
     "label_field",
 )
-# Protection (``--protect``, ``--alarm-alpha``: the classifier's ``protect``): the
-# protectors' state is in the checkpoint, so it is bound to it too. A state from before
-# protection has them as None: it resumes with either setting (its protectors, if on,
-# start fresh; p is unchanged).
-_PROTECTION_FINGERPRINT = ("protect", "alarm_alpha")
+# Protection and the alarm (``--protect``, ``--alarm``, ``--alarm-alpha``: the
+# classifier's ``protect``): their state is in the checkpoint, so it is bound to them too.
+# A state from before protection has them as None, one from before the alarm's own flag
+# (version 7) has ``alarm`` None: it resumes with either setting (what is on starts
+# fresh; p is unchanged).
+_PROTECTION_FINGERPRINT = ("protect", "alarm", "alarm_alpha")
 # The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
 # once its default is filled in (``resolved_scheme``). A state without them (before
 # version 5) is binary.
@@ -245,7 +246,8 @@ class CalibrationUnit:
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send, store=store, key=key,
                    state=state["pending"])  # fmt: skip
-        self.clf = self.task.classifier_from_state(state["classifier"], self.clf)
+        self.clf = self.task.classifier_from_state(state["classifier"], self.clf,
+                                                   state["counts"]["labels"])  # fmt: skip
         self.clf.warn_unlearned = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
@@ -556,7 +558,7 @@ def check_fingerprint(state: dict, config) -> None:
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
     names = [k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT]
-    if fingerprint.get("protect") is not None:  # else it predates protection: either
+    if fingerprint.get("protect") is not None and fingerprint.get("alarm") is not None:
         names.append("protect")  # the flags matched above: this compares what they imply
     pairs += [(k, getattr(saved, k), getattr(now, k)) for k in names]
     for k, written, configured in pairs:

@@ -131,6 +131,8 @@ def test_demo_stops_the_broker_it_started(tmp_path, monkeypatch, capsys):
     assert final["events"] == 80
     out = capsys.readouterr().out
     assert "summary: phishing" in out
+    # an exchangeable stream (shuffled): the alarm reports, has not fired, names no change
+    assert "calibration alarm: not fired: log S = " in out and "changes at event" not in out
     report = re.search(r"^report: (.+)$", out, flags=re.M)
     assert report and os.path.isfile(report.group(1))
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from streamcal.monitoring.metric_log import check_metric_line
-from streamcal.monitoring.schema import CATEGORY_KEYS
+from streamcal.monitoring.schema import CATEGORY_ALARM_KEYS, CATEGORY_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
@@ -92,7 +92,8 @@ def test_by_with_kill_9_and_restart_gives_the_uninterrupted_results(
     assert sum(r["labels"] for r in block) == n - 1
     for r in block:
         check_metric_line(r)
-        assert set(CATEGORY_KEYS) <= set(r) and r["unit"] == "global"
+        # each category's alarm (on by default) too: kept across the kill -9s
+        assert set(CATEGORY_KEYS + CATEGORY_ALARM_KEYS) <= set(r) and r["unit"] == "global"
         assert r["mean_p0"] <= r["mean_p1"]
     assert _last_block(lines) == block, note
 

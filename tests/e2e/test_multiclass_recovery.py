@@ -9,7 +9,7 @@ import random
 import pytest
 
 from streamcal.monitoring.metric_log import check_metric_line
-from streamcal.monitoring.schema import CLASS_KEYS, MULTICLASS_KEYS
+from streamcal.monitoring.schema import ALARM_KEYS, CLASS_KEYS, MULTICLASS_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
@@ -81,7 +81,9 @@ def test_multiclass_with_kill_9_and_restart_gives_the_uninterrupted_results(
     lines = metric_lines(metrics)
     whole = [line for line in lines if "class" not in line]
     assert untimed(whole[-1]) == untimed(ref_final), note
-    assert set(MULTICLASS_KEYS) <= set(ref_final) and "alarm" not in ref_final
+    # the alarm (on by default) is kept across the kill -9s; no protection for multiclass
+    assert set(MULTICLASS_KEYS + ALARM_KEYS) <= set(ref_final) and ref_final["alarm"] == 0
+    assert ref_final["log_martingale"] != 0.0 and "protected_log_loss" not in ref_final
 
     # per-class lines follow each metric line: the last block is the same
     def last_block(lines):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamcal.monitoring.schema import PROTECTION_KEYS
+from streamcal.monitoring.schema import ALARM_KEYS, PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
@@ -45,6 +45,7 @@ def test_kill_9_and_restart_give_the_uninterrupted_p_protected_and_alarm(
     )
     ref_final = Processor(ref).run(max_idle_s=1.5)
     assert ref_final["alarm"] == 1 and ref_final["alarm_at"] > SHIFT - 300
+    assert SHIFT - 300 <= ref_final["alarm_onset"] <= ref_final["alarm_at"]
     assert ref_final["protected_labels"] == ref_final["labels"] == n - 1
 
     metrics = tmp_path / "metrics.jsonl"
@@ -54,7 +55,7 @@ def test_kill_9_and_restart_give_the_uninterrupted_p_protected_and_alarm(
     seed = kill_9_twice_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
     note = f"(kill moments seed {seed})"
     crash_final = metric_lines(metrics)[-1]
-    for k in PROTECTION_KEYS:
+    for k in PROTECTION_KEYS + ALARM_KEYS:
         assert crash_final[k] == ref_final[k], (k, note)
     assert untimed(crash_final) == untimed(ref_final), note
     want = same_predictions(

@@ -394,3 +394,4 @@ def test_tampered_state_topic_records_are_skipped_never_unpickled(
     err = done.stderr.decode()
     assert done.returncode == 0, err[-2000:]
     assert "failed authentication" in err and "unpickled" not in err
+    assert st.restore([0])[0][0].state["counts"]["rejected_state_records"] == 1  # counted

@@ -38,14 +38,17 @@ def test_the_classifier_signature_has_the_settings_defaults():
 
 
 def test_the_processor_builds_the_classifier_with_the_settings_defaults():
-    """All but protect, which the processor turns on (--protect), at the protector's
-    default level and without the look-up (it passes each label's p back)."""
+    """All but protect, which the processor turns on (--protect, --alarm), at the
+    protector's default level and without the look-up (it passes each label's p back);
+    --no-protect keeps the alarm alone, --no-protect --no-alarm neither."""
     clf = CalibrationUnit(ProcessorConfig.build()).clf
     protect = {"alpha": DEFAULT_ALARM_ALPHA, "lookup": False}
     assert clf.settings == ClassifierSettings(protect=protect)
     assert ProcessorConfig.build().classifier_settings() == clf.settings
     assert ProcessorConfig.build().alarm_alpha == DEFAULT_ALARM_ALPHA == Protector().alpha
-    off = CalibrationUnit(ProcessorConfig.build(protect=False)).clf
+    alone = CalibrationUnit(ProcessorConfig.build(protect=False)).clf
+    assert alone.settings == ClassifierSettings(protect={**protect, "recalibrate": False})
+    off = CalibrationUnit(ProcessorConfig.build(protect=False, alarm=False)).clf
     assert off.settings == ClassifierSettings() and off.protect is False
 
 

@@ -40,6 +40,7 @@ def a_metric_line():
         "evicted": 6,
         "labels_lost": 7,
         "dead_letters": 2,
+        "rejected_state_records": 8,
         "waiting_label_bytes": 912,
         "events_per_s": 812.5,
         "calibration_size": 150,

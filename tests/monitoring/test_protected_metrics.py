@@ -1,8 +1,10 @@
-"""Protected metrics in monitoring: the tracker's protected losses and protector state,
-per unit and per category, their state, and schema -> metric line -> Prometheus -> report.
+"""Protected metrics and the alarm's in monitoring: the tracker's protected losses and the
+alarm's state, per unit and per category, their state, and schema -> metric line ->
+Prometheus -> report; the alarm alone (without protection) has only its own fields.
 
-A protector is numbers in, numbers out: these tests feed the tracker plain numbers (a
-protected probability per label, a log S path and an alarm) and check every consumer."""
+A protector and an alarm are numbers in, numbers out: these tests feed the tracker plain
+numbers (a protected probability per label, a log S path and an alarm) and check every
+consumer."""
 
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from streamcal.monitoring import CalibrationTracker, PrometheusExporter, schema
 from streamcal.monitoring.metric_log import check_metric_line, read_metric_log
 from streamcal.monitoring.pooled import pool
-from streamcal.monitoring.report import PROTECTION_FIGURE, summary
+from streamcal.monitoring.report import ALARM_FIGURE, summary
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ALPHA = 0.01
+# The fields of both optional features, in schema order
+BOTH = tuple(f.key for f in schema.FIELDS if f.only_with in (schema.PROTECTION, schema.ALARM))
 
 
 def clamp_log_loss(y, q):
@@ -93,7 +97,8 @@ def test_tracker_records_exactly_the_protected_losses():
     assert s["alarm"] == 1 and isinstance(s["alarm"], int)
     assert s["alarm_at"] is not None and 0 < s["alarm_at"] <= 400
     assert s["alarm_alpha"] == ALPHA
-    assert tuple(s) == schema.SNAPSHOT_KEYS + schema.PROTECTION_KEYS
+    assert tuple(s) == schema.SNAPSHOT_KEYS + BOTH
+    assert set(BOTH) == set(schema.PROTECTION_KEYS + schema.ALARM_KEYS)
 
 
 def test_protected_losses_per_category_and_other_row():
@@ -104,7 +109,8 @@ def test_protected_losses_per_category_and_other_row():
     for row_name, c in (("a", "a"), ("(other)", "b")):
         mine = [(y, q) for _, _, y, q, cc in rows if cc == c]
         r = by[row_name]
-        assert tuple(r) == ("category",) + schema.CATEGORY_KEYS + schema.CATEGORY_PROTECTION_KEYS
+        assert tuple(r) == (("category",) + schema.CATEGORY_KEYS + schema.CATEGORY_PROTECTION_KEYS
+                            + schema.CATEGORY_ALARM_KEYS)  # fmt: skip
         assert r["protected_labels"] == r["labels"] == len(mine)
         assert r["protected_log_loss"] == pytest.approx(
             np.mean([clamp_log_loss(y, q) for y, q in mine]), rel=1e-9
@@ -155,7 +161,7 @@ def _strip_protection(state: dict) -> dict:
         for k in ("n_prot", "prot_log", "prot_square"):
             del means[k]
     cats = state["categories"]
-    del cats["protected"]
+    del cats["protected"], cats["alarmed"]
     for s in [s for _, s in cats["sums"]] + [cats["untracked"]]:
         for k in ("prot_labels", "prot_log", "prot_square", "protection"):
             del s[k]
@@ -174,7 +180,7 @@ def test_old_state_and_old_pickle_load_without_protection():
     # An old pickle: the attributes and slots that came with protection are missing.
     d = copy.deepcopy(plain).__dict__
     del d["protected_labels"], d["_protection"]
-    del d["_categories"].__dict__["protected"]
+    del d["_categories"].__dict__["protected"], d["_categories"].__dict__["alarmed"]
     revived = CalibrationTracker.__new__(CalibrationTracker)
     revived.__setstate__(d)
     assert revived.snapshot() == plain.snapshot()
@@ -184,7 +190,7 @@ def test_old_state_and_old_pickle_load_without_protection():
             x.update(p0, p1, y, p_protected=q, category=c)
         s = x.snapshot()
         assert s["protected_labels"] == 80 and s["labels"] == 200
-        assert s["log_martingale"] is None  # no protector state reported yet
+        assert "log_martingale" not in s  # no alarm state reported yet: no alarm fields
         assert [r["protected_labels"] for r in x.category_snapshots()] == [
             r["labels"] - r0["labels"]
             for r, r0 in zip(x.category_snapshots(), plain.category_snapshots(), strict=True)
@@ -203,11 +209,20 @@ def test_without_protection_snapshots_are_as_before():
     for r in t.category_snapshots():
         assert tuple(r) == ("category",) + schema.CATEGORY_KEYS
     assert not set(schema.PROTECTION_KEYS) & set(schema.SNAPSHOT_KEYS)
-    # A protector state alone (no protected probabilities yet) turns the keys on.
+    # An alarm's state alone (the alarm without protection) turns its keys on, and only them.
     t.update_protection(0.0, False)
     s = t.snapshot()
+    assert tuple(s) == schema.SNAPSHOT_KEYS + schema.ALARM_KEYS
+    assert s["log_martingale"] == 0.0 and s["alarm"] == 0
+    t.update_protection(0.0, False, category="a")
+    for r in t.category_snapshots():
+        assert tuple(r) == ("category",) + schema.CATEGORY_KEYS + schema.CATEGORY_ALARM_KEYS
+    # ... and a gain (protection's) turns protection's on.
+    t.update_protection(0.0, False, protection_gain=0.5)
+    s = t.snapshot()
+    assert tuple(s) == schema.SNAPSHOT_KEYS + BOTH
     assert s["protected_labels"] == 0 and s["protected_log_loss"] is None
-    assert s["log_martingale"] == 0.0
+    assert s["protection_gain"] == 0.5
 
 
 @pytest.mark.parametrize(
@@ -249,8 +264,11 @@ def a_line(tracker: CalibrationTracker, i: int, unit: str = "global") -> dict:
     return {**line, "unit": unit, "instance": "i0"}
 
 
-def a_shifted_log(path, n=1200, change=600, every=40, protection=True, unit="global"):
-    """A metric log of a stream whose labels shift at ``change``; log S climbs after it."""
+def a_shifted_log(path, n=1200, change=600, every=40, protection=True, unit="global",
+                  alarm=None):  # fmt: skip
+    """A metric log of a stream whose labels shift at ``change``; log S climbs after it.
+    ``alarm`` (default: as ``protection``): the alarm's fields, alone without protection."""
+    alarm = protection if alarm is None else alarm
     rng = np.random.default_rng(7)
     t = CalibrationTracker(window=200)
     log_s, alarm_at, lines = 0.0, None, []
@@ -261,11 +279,13 @@ def a_shifted_log(path, n=1200, change=600, every=40, protection=True, unit="glo
         # The fake protector catches up with the shift 30 labels after it.
         q = (p if i <= change + 30 else truth) if protection else None
         t.update(max(0.0, p - 0.02), min(1.0, p + 0.02), y, p=p, p_protected=q)
-        if protection:
+        if alarm:
             log_s = max(-3.0, log_s + (0.08 if i > change else -0.01) + rng.normal(0, 0.02))
             if alarm_at is None and log_s >= math.log(1 / ALPHA):
                 alarm_at = i
-            t.update_protection(log_s, alarm_at is not None, alarm_at, alpha=ALPHA)
+            gain = {"protection_gain": 0.1 * max(0, i - change)} if protection else {}
+            t.update_protection(log_s, alarm_at is not None, alarm_at, alpha=ALPHA,
+                                alarm_onset=None if alarm_at is None else change, **gain)
         if i % every == 0:
             lines.append(a_line(t, i, unit))
     path.write_bytes(b"".join(orjson.dumps(ln) + b"\n" for ln in lines))
@@ -307,14 +327,16 @@ def test_schema_line_scrape_and_report(tmp_path):
     assert got[("streamcal_protected_log_loss", "")] == pytest.approx(last["protected_log_loss"])
     assert got[("streamcal_protected_labels_total", "")] == last["protected_labels"]
     assert got[("streamcal_calibration_alarm_alpha", "")] == ALPHA
+    assert got[("streamcal_calibration_alarm_onset_labels", "")] == 600
+    assert got[("streamcal_protection_gain", "")] == pytest.approx(last["protection_gain"])
     assert f"# HELP streamcal_calibration_alarm {schema.field('alarm').help}" in text
 
     # The report: the log S chart, protected loss rows, summary.json.
     page = write_report(log, tmp_path / "report")
-    figure = tmp_path / "report" / PROTECTION_FIGURE
+    figure = tmp_path / "report" / ALARM_FIGURE
     assert figure.read_bytes()[:8] == PNG_SIGNATURE
     text = page.read_text()
-    assert f'alt="{PROTECTION_FIGURE}"' in text
+    assert f'alt="{ALARM_FIGURE}"' in text
     for key in ("protected_log_loss", "recent_protected_log_loss", "protected_square_loss",
                 "log_martingale", "alarm_at"):  # fmt: skip
         m = re.search(rf'data-key="{key}" data-value="([^"]*)"', text)
@@ -325,6 +347,8 @@ def test_schema_line_scrape_and_report(tmp_path):
         assert doc[key] == last[key], key
     verdict = f"fired at label {last['alarm_at']}: the stream is not exchangeable"
     assert doc["calibration_alarm"].startswith(verdict)
+    assert doc["calibration_alarm"].endswith("the change began near label 600")
+    assert doc["alarm_onset"] == 600
     assert f'data-key="calibration_alarm">{verdict}' in text
     # After the change the protected probability did better than p: the recent rows say so.
     assert last["recent_protected_log_loss"] < last["recent_log_loss"]
@@ -336,16 +360,16 @@ def test_report_without_protection_is_as_before(tmp_path):
 
     log = tmp_path / "metrics.jsonl"
     lines = a_shifted_log(log, protection=False)
-    # A processor writes every schema field: the protection ones null.
-    assert all(lines[-1][k] is None for k in schema.PROTECTION_KEYS)
+    # A processor writes every schema field: the protection and alarm ones null.
+    assert all(lines[-1][k] is None for k in BOTH)
     page = write_report(log, tmp_path / "report")
-    assert not (tmp_path / "report" / PROTECTION_FIGURE).exists()
+    assert not (tmp_path / "report" / ALARM_FIGURE).exists()
     text = page.read_text()
     assert "protected" not in text and "log S" not in text
     doc = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert not set(doc) & set(schema.PROTECTION_KEYS) and "calibration_alarm" not in doc
+    assert not set(doc) & set(BOTH) and "calibration_alarm" not in doc
     # A line of a metric log written before protection (no such keys) is still valid.
-    old = {k: v for k, v in lines[-1].items() if k not in schema.PROTECTION_KEYS}
+    old = {k: v for k, v in lines[-1].items() if k not in BOTH}
     assert check_metric_line(old) is old
     assert summary(old) == summary(lines[-1])
 
@@ -363,9 +387,10 @@ def test_pooled_units(tmp_path):
     assert p["alarm"] == 1  # some unit alarmed
     assert p["alarm_at"] is None  # a unit's own label count: not pooled
     # Units without protection pool into a line without its fields.
-    plain = [{k: v for k, v in ln.items() if k not in schema.PROTECTION_KEYS} for ln in (a, b)]
-    assert not set(pool(plain)) & set(schema.PROTECTION_KEYS)
-    nulls = [{**ln, **dict.fromkeys(schema.PROTECTION_KEYS)} for ln in (a, b)]
+    assert p["protection_gain"] == a["protection_gain"] + b["protection_gain"]
+    plain = [{k: v for k, v in ln.items() if k not in BOTH} for ln in (a, b)]
+    assert not set(pool(plain)) & set(BOTH)
+    nulls = [{**ln, **dict.fromkeys(BOTH)} for ln in (a, b)]
     assert pool(nulls) == pool(plain)
 
 
@@ -376,7 +401,7 @@ def test_report_of_several_units_marks_the_first_pooled_alarm(tmp_path):
     a_shifted_log(tmp_path / "a.jsonl", unit="0")
     a_shifted_log(tmp_path / "b.jsonl", change=1190, unit="1")
     page = write_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "report")
-    assert (tmp_path / "report" / PROTECTION_FIGURE).read_bytes()[:8] == PNG_SIGNATURE
+    assert (tmp_path / "report" / ALARM_FIGURE).read_bytes()[:8] == PNG_SIGNATURE
     text = page.read_text()
     # The unit table shows each unit's own alarm.
     unit0 = re.search(r'<tr data-unit="0">.*?</tr>', text).group(0)
@@ -412,4 +437,26 @@ def test_report_of_a_predictions_file_with_protected_probabilities(tmp_path):
     # No protector state in a predictions file: no log S chart and no alarm verdict.
     assert "log_martingale" not in doc and "alarm" not in doc
     assert "calibration_alarm" not in doc
-    assert not (tmp_path / "report" / PROTECTION_FIGURE).exists()
+    assert not (tmp_path / "report" / ALARM_FIGURE).exists()
+
+
+@pytest.mark.slow  # five figures of two logs: about 3 s
+def test_report_of_the_alarm_alone(tmp_path):
+    """The alarm without protection (--no-protect): its chart, verdict and unit columns;
+    no protected rows, curves or columns."""
+    pytest.importorskip("matplotlib")
+    from streamcal.monitoring.report import write_report
+
+    a = a_shifted_log(tmp_path / "a.jsonl", protection=False, alarm=True, unit="0")
+    a_shifted_log(tmp_path / "b.jsonl", change=1190, protection=False, alarm=True, unit="1")
+    last = a[-1]
+    assert last["alarm"] == 1 and last["protected_log_loss"] is None
+    page = write_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "report")
+    assert (tmp_path / "report" / ALARM_FIGURE).read_bytes()[:8] == PNG_SIGNATURE
+    text = page.read_text()
+    assert "protected log loss" not in text and f'alt="{ALARM_FIGURE}"' in text
+    unit0 = re.search(r'<tr data-unit="0">.*?</tr>', text).group(0)
+    assert 'data-key="alarm" data-value="1"' in unit0 and "protected_log_loss" not in unit0
+    doc = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert doc["alarm"] == 1 and not set(doc) & set(schema.PROTECTION_KEYS)
+    assert doc["units"]["0"]["alarm_onset"] == 600

@@ -206,3 +206,69 @@ def test_a_store_is_replaced_only_once_its_rebuild_succeeded(tmp_path):
     assert again.get(b"ia") == b"local" and again.get(b"ib") is None
     assert not (tmp_path / "store.rebuild").exists()
     again.close()
+
+
+def test_a_tampered_local_state_is_skipped_for_the_state_topic(kafka_broker, unique_topics,
+                                                                tmp_path):  # fmt: skip
+    """With a state topic, a local snapshot that fails authentication is passed over (and
+    counted): the unit comes from the topic's authenticated snapshot, never from it."""
+    from streamcal.stream.state.units import SNAPSHOT
+
+    config = _config(kafka_broker, unique_topics, state_dir=str(tmp_path / "state"))
+    states, outbox, unit = _holder(config)
+    _feed(unit, _stream(300, seed=5), 0)
+    states.changed.add(UNIT)
+    states.save_changed(outbox, final=True)
+    outbox.flush()
+    want = _everything(unit)
+    states.close()
+    outbox.close()
+    store = KVStore(tmp_path / "state" / f"unit-{UNIT}" / "store")
+    data = bytearray(store.get(SNAPSHOT))
+    data[-5] ^= 1
+    store.commit({SNAPSHOT: bytes(data)})
+    store.close()
+
+    again, outbox2, restored = _holder(config)
+    assert _everything(restored)[:2] == want[:2]  # the waiting entries and counters
+    assert restored.counts["rejected_state_records"] == 1
+    again.close()
+    outbox2.close()
+
+
+def test_a_state_topic_of_a_streamcal_before_the_changelog_is_read(kafka_broker,
+                                                                     unique_topics):  # fmt: skip
+    """A full checkpoint record of a streamcal before version 6 (its waiting rooms inside,
+    the old header) restores the unit with its waiting entries in the store."""
+    import hashlib
+    import hmac
+    import pickle
+
+    from streamcal.stream.state.checkpoint import MAGIC
+    from tests._helpers import v5_state
+    from tests._kafka_helpers import produce
+
+    config = _config(kafka_broker, unique_topics)
+    old = _holder_without_topic(config)
+    _feed(old, _stream(300, seed=6), 0)
+    state = v5_state(old)
+    payload = pickle.dumps({"version": 5, "state": state}, protocol=5)  # as 0.1-0.5 sealed
+    sealed = MAGIC + hmac.new(config.key_bytes(), MAGIC + payload, hashlib.sha256).digest()
+    sealed += payload
+    header = {"group": config.group_id, "unit": UNIT, "id": "old", "part": 0, "parts": 1,
+              "offsets": [[t, p, o] for t, p, o in state["offsets"]]}  # fmt: skip
+    value = orjson.dumps(header) + b"\n" + sealed
+    produce(kafka_broker, [(config.state_topic, f"{config.group_id}/{UNIT}/0", value, None)])
+    states, outbox, unit = _holder(config)
+    assert unit.export_waiting() == old.export_waiting() and unit.pending.events > 10
+    assert unit.counts == {**old.counts}
+    states.close()
+    outbox.close()
+
+
+def _holder_without_topic(config):
+    from streamcal.stream.unit import CalibrationUnit
+
+    unit = CalibrationUnit(config, UNIT)
+    unit.send = lambda *a: None
+    return unit

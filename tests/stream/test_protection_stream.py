@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from streamcal.core import Protector
-from streamcal.monitoring.schema import PROTECTION_KEYS
+from streamcal.monitoring.schema import ALARM_KEYS, PROTECTION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.pending import ABSENT
@@ -156,25 +156,35 @@ def test_each_category_has_its_own_protector():
     assert snap["alarm"] == int(any(a.alarm for a in alarms.values()))
 
 
-def test_without_protection_outputs_are_those_of_before():
+def test_without_protection_and_alarm_outputs_are_those_of_before():
+    """--no-protect --no-alarm: the outputs of releases before both; --no-protect alone
+    keeps the alarm's fields, and only them."""
     events, labels = _stream(300, seed=6)
     items = _schedule(events, labels, 20, random.Random(7))
     on, sent_on = _unit()
-    off, sent_off = _unit(protect=False)
-    _feed(on, items)
-    _feed(off, items)
-    p_on = [v for t, v in sent_on if t == "streamcal.predictions"]
-    p_off = [v for t, v in sent_off if t == "streamcal.predictions"]
-    assert all("p_protected" not in p for p in p_off)
-    assert [{k: v for k, v in p.items() if k != "p_protected"} for p in p_on] == p_off
-    assert not set(PROTECTION_KEYS) & set(off.snapshot())
-    on_line = MetricEmitter(on.config, "i").line(None, on.snapshot(), {"merge_stalls": 0})
-    off_line = MetricEmitter(off.config, "i").line(None, off.snapshot(), {"merge_stalls": 0})
-    assert set(PROTECTION_KEYS) <= set(on_line)
-    assert not set(PROTECTION_KEYS) & set(off_line)  # absent, not null
-    assert {k: v for k, v in on_line.items() if k not in PROTECTION_KEYS and k != "ts"} == {
+    off, sent_off = _unit(protect=False, alarm=False)
+    alone, sent_alone = _unit(protect=False)
+    for unit in (on, off, alone):
+        _feed(unit, items)
+    p_on, p_off, p_alone = ([v for t, v in sent if t == "streamcal.predictions"]
+                            for sent in (sent_on, sent_off, sent_alone))  # fmt: skip
+    assert all("p_protected" not in p for p in p_off + p_alone)
+    assert [{k: v for k, v in p.items() if k != "p_protected"} for p in p_on] == p_off == p_alone
+    assert not set(PROTECTION_KEYS + ALARM_KEYS) & set(off.snapshot())
+    on_line, off_line, alone_line = (
+        MetricEmitter(u.config, "i").line(None, u.snapshot(), {"merge_stalls": 0})
+        for u in (on, off, alone)
+    )  # fmt: skip
+    assert set(PROTECTION_KEYS + ALARM_KEYS) <= set(on_line)
+    assert not set(PROTECTION_KEYS + ALARM_KEYS) & set(off_line)  # absent, not null
+    assert set(ALARM_KEYS) <= set(alone_line) and not set(PROTECTION_KEYS) & set(alone_line)
+    both = PROTECTION_KEYS + ALARM_KEYS
+    assert {k: v for k, v in on_line.items() if k not in both and k != "ts"} == {
         k: v for k, v in off_line.items() if k != "ts"
     }
+    # The alarm alone is protection's alarm: the same ln S, label by label.
+    assert {k: alone_line[k] for k in ALARM_KEYS} == {k: on_line[k] for k in ALARM_KEYS}
+    assert alone.clf.protectors == {} and alone.clf.protection_gain == 0.0
 
 
 def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setting():
@@ -192,7 +202,8 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
     _feed(unit, items[1500:])
     _feed(again, items[1500:])
     assert sent_a == sent_b and again.snapshot() == unit.snapshot()
-    for other in (dict(protect=False), dict(alarm_alpha=0.001)):
+    for other in (dict(protect=False), dict(protect=False, alarm=False),
+                  dict(alarm_alpha=0.001)):  # fmt: skip
         with pytest.raises(CheckpointError, match="checkpoint was written with"):
             CalibrationUnit.from_state(state, config=_config(**other))
 
@@ -270,7 +281,7 @@ def test_demo_with_a_shift_shows_the_alarm_and_the_protected_loss(
     kafka_broker, unique_topics, tmp_path, capsys
 ):
     from streamcal.cli import main
-    from streamcal.monitoring.report import PROTECTION_FIGURE
+    from streamcal.monitoring.report import ALARM_FIGURE
 
     argv = ["demo", "--bootstrap-servers", kafka_broker, "--topic-prefix",
             unique_topics["group"], "--dataset", "drift", "--max-idle-s", "1",
@@ -278,11 +289,19 @@ def test_demo_with_a_shift_shows_the_alarm_and_the_protected_loss(
     assert main(argv) == 0
     out = capsys.readouterr().out
     final = orjson.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
-    # The concept changes at event 2,500 of 5,000: the alarm comes within tens of labels.
-    assert final["alarm"] == 1 and 2400 < final["alarm_at"] < 2600
+    # The concept changes at event 2,500 of 5,000: the alarm comes within tens of labels
+    # of its first label (the demo's stream is deterministic: its labels' order too).
+    from streamcal.demo.replay import demo_records, first_label_from
+
+    change = first_label_from(demo_records("drift", start_ms=0), 2500)
+    assert final["alarm"] == 1 and change <= final["alarm_at"] < change + 150
+    assert change - 150 <= final["alarm_onset"] <= final["alarm_at"]
     assert f"calibration alarm: fired at label {final['alarm_at']}" in out
+    assert (f"the drift stream changes at event 2500 (its first label is label {change} "
+            f"here): the alarm fired {final['alarm_at'] - change} labels after it, and not "
+            "before") in out  # fmt: skip
     row = next(ln for ln in out.splitlines() if ln.startswith("log loss")).split()
     assert float(row[-1]) == pytest.approx(final["protected_log_loss"], abs=5e-5)
     assert final["protected_log_loss"] < final["log_loss"]
     html = (tmp_path / "report.html").read_text()
-    assert f'alt="{PROTECTION_FIGURE}"' in html and (tmp_path / PROTECTION_FIGURE).exists()
+    assert f'alt="{ALARM_FIGURE}"' in html and (tmp_path / ALARM_FIGURE).exists()

@@ -249,6 +249,8 @@ def test_join_refused_by_the_learner_leaves_state_untouched(early):
     assert preds == [v for t, _, v in ref_sent if t == "streamcal.predictions"]
     probe = {"x1": 0.5, "x2": 1.0}
     assert st.clf.predict_interval_one(probe) == rs.clf.predict_interval_one(probe)
+    # the alarm too (mode sva: it scores with a frozen copy of the model before it learns)
+    assert st.clf.to_state()["protection"] == rs.clf.to_state()["protection"]
 
 
 def test_join_refused_by_the_tracker_leaves_state_untouched():

@@ -61,6 +61,22 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    entries as ``legacy`` (``{"pending": [(id, deadline, prediction tuple)], "waiting":
    [(id, deadline, (y, record tuple))], "recent": [(id, status)]}``, oldest first), which
    ``CalibrationUnit.from_state`` puts into the store.
+7. The conformal alarm (``--alarm``): the fingerprint has ``alarm`` (the flag; an
+   upgraded state has None, "before the alarm's own flag", which resumes with either
+   value, ``protect`` deciding as before). A binary classifier's ``protection`` is
+   ``Protection.to_state()`` with ``recalibrate``, ``gain`` and ``alarm`` (the alarm's
+   ``streamcal.learner.alarm.Alarm.to_state()``: one conformal alarm per category); a
+   multiclass classifier has ``alarm_alpha`` and ``alarm``. A version-6 state may carry
+   the protection of before the conformal alarm, whose protectors' own test was the
+   alarm (``params`` ``{"alpha": ...}``, ``alarm_at``, no ``alarm``): the upgrade keeps
+   its protectors as they were (so p_protected is unchanged; the clip ``eps`` they ran
+   with, 0.01, stays the one of categories that come later, and their ln S no longer
+   restarts at a burn-in, so that the sum of their ln S is what protection gained since
+   then) and drops the old alarm. The tracker's reports of it (``protection``, and each
+   category's) go too. The unit then gives the classifier a fresh alarm that starts at
+   the resume, counting from the unit's label count (``streamcal.stream.tasks``): its
+   ``alarm_at`` and ``alarm_onset`` stay on the axis of the metric lines. A version-6
+   state written with the conformal alarm already (the same layout as 7) keeps it.
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
@@ -79,7 +95,7 @@ from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
-VERSION = 6
+VERSION = 7
 
 _STEPS: dict = {}  # version -> function(state) -> the state of version + 1
 
@@ -166,6 +182,44 @@ def _v5_to_v6(state: dict) -> dict:
 
 
 _STEPS[5] = _v5_to_v6
+
+
+# ---------------------------------------------------------------- version 6 -> 7
+_OLD_PROTECTOR_EPS = 0.01  # the protectors' clip before the conformal alarm
+
+
+def _v6_to_v7(state: dict) -> dict:
+    """Before the alarm's own flag; the protection of before the conformal alarm becomes
+    protectors only (the unit adds the alarm at the resume)."""
+    state = dict(state)
+    state["fingerprint"] = {"alarm": None, **state["fingerprint"]}
+    prot = state["classifier"].get("protection")
+    if prot is None or "alarm" in prot:  # none, or the conformal alarm's layout already
+        return state
+    params = {k: v for k, v in prot["params"].items() if k not in ("alpha", "burn_in")}
+    protectors = [[c, {**p, "burn_in": 0}] for c, p in prot["protectors"]]
+    state["classifier"] = {**state["classifier"], "protection": {
+        "params": {"eps": _OLD_PROTECTOR_EPS, **params, "burn_in": 0},
+        "recalibrate": True,
+        "protectors": protectors,
+        "given": prot["given"],
+        "n": prot["n"],
+        "gain": sum(p["log_martingale"] for _, p in protectors),
+    }}  # fmt: skip
+    tracker = dict(state["tracker"])
+    tracker["protection"] = None
+    if "categories" in tracker:
+        categories = dict(tracker["categories"])
+        protected = categories.get("protected", False)
+        categories["sums"] = [[c, {**sums, "protection": None}] for c, sums in categories["sums"]]
+        categories["untracked"] = {**categories["untracked"], "protection": None}
+        categories["alarmed"] = protected  # the rows keep the alarm's fields
+        tracker["categories"] = categories
+    state["tracker"] = tracker
+    return state
+
+
+_STEPS[6] = _v6_to_v7
 
 
 # ---------------------------------------------------------------- version 1

@@ -117,6 +117,7 @@ class StateTopic:
         self._known: dict = {}  # unit -> record keys found by the last read (tombstoned later)
         self.bytes_written = 0  # value bytes sent, for the benchmarks and the logs
         self.rejected = 0  # records skipped: they failed authentication
+        self.rejected_by_unit: dict = {}  # unit -> such records, until the unit takes them
 
     def create(self, partitions: int = 1) -> None:
         """Create the topic unless it exists (on Apache Kafka, better created beforehand
@@ -249,6 +250,17 @@ class StateTopic:
             for p, its_units in sorted(by_partition.items()):
                 tp = TopicPartition(self.topic, p)
                 plans.update(self._plans_in(consumer, tp, its_units, deadline))
+            # A streamcal before the changelog let the producer spread a unit's records by
+            # key: a unit with nothing in its own partition may have an old checkpoint in
+            # another (read once, at the upgrade).
+            missing = [u for u in units if not plans.get(u)]
+            for p in range(self.partitions if missing else 0):
+                found = self._plans_in(consumer, TopicPartition(self.topic, p), missing,
+                                       deadline)  # fmt: skip
+                for u, its_plans in found.items():
+                    legacy = [plan for plan in its_plans if plan.legacy]
+                    if legacy and not plans.get(u):
+                        plans[u] = legacy
             return plans
         finally:
             consumer.close()
@@ -331,8 +343,10 @@ class StateTopic:
                 state = unseal(self.key, data, where)
             except CheckpointError as exc:
                 self.rejected += 1
+                self.rejected_by_unit[unit] = self.rejected_by_unit.get(unit, 0) + 1
                 log.warning("state topic: skipping the record at %s:%d: %s",
-                            self.topic, g["first"], exc)  # fmt: skip
+                            self.topic, g["first"], exc,
+                            extra={"event": "rejected_state", "unit": unit})  # fmt: skip
                 continue
             if state.get("unit") != unit:
                 continue

@@ -86,20 +86,37 @@ class UnitStates:
 
     def _local(self, unit: int | None) -> tuple[KVStore, dict | None]:
         """The unit's store (opened, or a new temporary one) and the state it holds (None
-        if none), from the store's snapshot or, once, an older streamcal's checkpoint file."""
+        if none), from the store's snapshot or, once, an older streamcal's checkpoint file.
+        ``CheckpointError`` if that fails authentication (the store is closed)."""
         directory = self._dir(unit)
         if directory is None:
             return KVStore(), None
         store = KVStore(directory / "store")
-        data = store.get(SNAPSHOT)
-        if data is not None:
-            return store, unseal(self.key, data, f"state store {str(store.path)!r}")
         try:
-            state = CheckpointStore(directory, self.key, self.config.checkpoint_keep).load()
+            data = store.get(SNAPSHOT)
+            if data is not None:
+                return store, unseal(self.key, data, f"state store {str(store.path)!r}")
+            return store, CheckpointStore(directory, self.key, self.config.checkpoint_keep).load()
         except BaseException:
             store.close()
             raise
-        return store, state
+
+    def _local_or_skip(self, unit: int) -> tuple[KVStore, dict | None, int]:
+        """``_local``, but with a state topic to restore from, a local state that fails
+        authentication is skipped (logged, counted: the third value) and its store
+        emptied, never used."""
+        try:
+            return (*self._local(unit), 0)
+        except CheckpointError as exc:
+            if self.topic is None:
+                raise
+            log.warning("unit %s: local state skipped: %s", unit, exc,
+                        extra={"event": "rejected_state", "unit": unit})  # fmt: skip
+            path = self._dir(unit) / "store"
+            shutil.rmtree(path, ignore_errors=True)
+            for old in self._dir(unit).glob("checkpoint-*.ckpt"):
+                old.unlink()
+            return KVStore(path), None, 1
 
     def make(self, unit: int | None, state=None, send=None, store=None) -> CalibrationUnit:
         """Unit ``unit``, new or from ``state``, its waiting entries in ``store`` (default: a
@@ -132,9 +149,9 @@ class UnitStates:
         """Hold the partition ``units``, each from its newest checkpoint: the local one or
         the state topic's, whichever covers more input; new where there is none."""
         t = time.monotonic()
-        states, stores, source = {}, {}, {}
+        states, stores, source, rejected = {}, {}, {}, {}
         for u in units:
-            stores[u], states[u] = self._local(u)
+            stores[u], states[u], rejected[u] = self._local_or_skip(u)
             source[u] = "local" if states[u] is not None else "new"
         if self.topic is not None:
             for u, plans in self.topic.restore(units).items():
@@ -152,6 +169,11 @@ class UnitStates:
             self._hold(u, states[u], send, stores[u])
             if source[u] == "state topic":
                 self.changed.add(u)  # the rebuilt store is committed at the next checkpoint
+            if self.topic is not None:
+                rejected[u] += self.topic.rejected_by_unit.pop(u, 0)
+            if rejected[u]:
+                self.held[u].counts["rejected_state_records"] += rejected[u]
+                self.changed.add(u)
         self.restore_seconds = time.monotonic() - t
         kinds = ("state topic", "local", "new")
         by_source = {k: [u for u in units if source[u] == k] for k in kinds}
