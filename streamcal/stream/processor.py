@@ -163,6 +163,9 @@ class Processor:
 
     # ------------------------------------------------------------------ Kafka clients
     def _make_outbox(self):
+        # The first client: a TLS or SASL set-up that cannot work is told now, naming the
+        # setting to check (SetupError), not after the clients' 30 s of retries.
+        check_broker(self.config.kafka_client_settings())
         return clients.outbox(self.config)
 
     def _make_consumer(self):
@@ -185,8 +188,6 @@ class Processor:
         seconds; then flush, checkpoint, commit and return the final metric line (of the
         last unit, with ``--scope partition``)."""
         cfg = self.config
-        # A TLS or SASL set-up that cannot work: told now, naming the setting (SetupError)
-        check_broker(cfg.kafka_client_settings())
         log.info(
             "waiting bounds: predictions %s (--pending-max-bytes), labels %s "
             "(--label-wait-max-bytes); the label delay they hold is logged once the event "
