@@ -676,7 +676,8 @@ def protection_runs(bs, topics, n, every, repeat: int) -> None:
           f"log_martingale={final['log_martingale']:.2f} alarm={final['alarm']}")  # fmt: skip
 
 
-def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool) -> None:
+def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
+                  mode: str = "sva") -> None:  # fmt: skip
     """``streamcal run`` of this checkout and of the checkout ``tree`` (a git worktree of
     an earlier commit, put first on PYTHONPATH), alternating; prints the table. With
     ``state`` both run with a --state-dir (checkpoints at each one's default interval)."""
@@ -690,12 +691,13 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool) -> 
             run = name.split()[0]
             topics = {**topics, "predictions": f"{tag}.predictions-{run}-{rep}",
                       "group": f"{tag}-{run}-{rep}"}  # fmt: skip
-            extra = ["--state-dir", tempfile.mkdtemp()] if state else []
+            extra = ["--mode", mode] + (["--state-dir", tempfile.mkdtemp()] if state else [])
             runs[name].append(run_streamcal(bs, topics, n, every, extra, env=env))
             print(f"{name}: {runs[name][-1][0]:,.0f} events/s", flush=True)
     print()
-    print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback"
-          f"{', --state-dir' if state else ''}; best of {repeat} alternating runs")  # fmt: skip
+    where = ", --state-dir" if state else ""
+    print(f"{n:,} events + {n:,} labels, {mode} + scaled logistic regression, tansu on "
+          f"loopback{where}; best of {repeat} alternating runs")  # fmt: skip
     print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
     best = {}
     for name, results in runs.items():
@@ -749,6 +751,7 @@ def main() -> None:
     ap.add_argument(
         "--state-dir", action="store_true", help="with --baseline-tree: both with a --state-dir"
     )
+    ap.add_argument("--mode", default="sva", help="with --baseline-tree: the Venn-Abers mode")
     args = ap.parse_args()
     n = 20_000 if args.quick else args.events
     n_prof = args.profile_events or min(n, 20_000)
@@ -778,7 +781,8 @@ def main() -> None:
                 protection_runs(bs, topics, n, every, args.repeat)
             return
         if args.baseline_tree:
-            baseline_runs(bs, topics, n, every, args.repeat, args.baseline_tree, args.state_dir)
+            baseline_runs(bs, topics, n, every, args.repeat, args.baseline_tree, args.state_dir,
+                          args.mode)  # fmt: skip
             return
         bare, sc, thread, busy, unprotected = [], [], [], [], []
         tansu: dict = {"bare": [], "streamcal": []}  # broker CPU seconds per run

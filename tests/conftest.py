@@ -9,6 +9,9 @@ Kafka fixtures (tests using them get the ``kafka`` marker automatically, so
 * ``tls_broker`` (session): a TLS-only broker with a self-signed certificate for
   127.0.0.1/localhost; yields the :class:`~streamcal.demo.broker.LocalBroker`
   (``.bootstrap_servers``, ``.cert`` = the CA file to trust, ``.client_config()``).
+* ``noida_broker`` (function): a noida-db broker of the test's own, whose log survives a
+  restart; yields a :class:`tests._kafka_helpers.NoidaBroker` (``.bootstrap_servers``,
+  ``.restart()``); skipped when noida-db (the dev extra) is not installed.
 
 Other fixtures:
 
@@ -26,7 +29,7 @@ import uuid
 
 import pytest
 
-KAFKA_FIXTURES = {"kafka_broker", "tls_broker"}
+KAFKA_FIXTURES = {"kafka_broker", "tls_broker", "noida_broker"}
 
 
 def pytest_configure(config):
@@ -98,3 +101,16 @@ def tls_broker(tmp_path_factory):
     cert, key = make_self_signed_cert(tmp_path_factory.mktemp("tls"))
     with LocalBroker(cert=cert, key=key) as broker:
         yield broker
+
+
+@pytest.fixture
+def noida_broker(tmp_path):
+    """A noida-db broker on a free loopback port, its data in the test's directory."""
+    from tests._kafka_helpers import NoidaBroker, find_noida
+
+    binary = find_noida()
+    if binary is None:
+        pytest.skip('noida-db is not installed; install it with: pip install -e ".[dev]"')
+    broker = NoidaBroker(binary, tmp_path / "noida-data").start()
+    yield broker
+    broker.stop()

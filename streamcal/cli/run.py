@@ -39,7 +39,11 @@ The TTLs (--pending-ttl, --label-wait) are measured in record time, not wall-clo
 Topics of any Kafka client and codec (none, gzip, snappy, lz4, zstd) are read. A record
 batch that cannot be read (a codec package missing, a corrupt batch) stops the processor
 with exit status 3 and a message naming the topic, partition, offset and the fix;
---skip-unreadable dead-letters its offset range instead and goes on.
+--skip-unreadable dead-letters its offset range instead and goes on. A position that the
+broker's log no longer holds (a broker that lost its data, an unclean leader election, a
+topic deleted and recreated, retention) stops it with exit status 4 and a message naming
+the partition, the position and what the log holds; --on-lost-input continue goes on
+from what the log holds instead, counted and dead-lettered.
 """
 
 
@@ -139,7 +143,7 @@ def _main(args) -> int:
     from kafka.errors import KafkaError
 
     from streamcal.stream.kafka.group import GroupError
-    from streamcal.stream.kafka.ordering import UnreadableBatch
+    from streamcal.stream.kafka.ordering import LostInput, UnreadableBatch
     from streamcal.stream.kafka.preflight import SetupError
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
@@ -155,6 +159,9 @@ def _main(args) -> int:
     except StoreError as exc:  # a full or read-only disk: the message names the directory
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 1
+    except LostInput as exc:  # its message says where, what the log holds and what to do
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 4
     except (KafkaError, RuntimeError, OSError) as exc:
         # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
         # was written after the failure, so a restart resumes from the last good one.

@@ -340,14 +340,14 @@ class ConformalAlarm:
         if y >= self._K:
             self._grow_classes(y + 1)
         if score is None:
-            return self._learn(self._k, -1 - y, 0.0)
+            return float(self._learn(self._k, -1 - y, 0.0))
         if type(score) is not float or score - score != 0.0:  # also catches inf, nan
             score = _check_score(score)
         log_s = self._learn(self._k, y, score)
         while log_s != log_s:  # the bag row was full, nothing changed
             self._grow_bag()
             log_s = self._learn(self._k, y, score)
-        return log_s
+        return float(log_s)  # a numpy scalar when numba is absent
 
     def restart(self, scores=(), labels=()) -> None:
         """A new segment of the score part (a new scorer): its bag holds ``scores`` (the

@@ -47,7 +47,7 @@ fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, lab
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
 ['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters',
- 'rejected_state_records', 'merge_stalls', 'late_arrivals']
+ 'rejected_state_records', 'merge_stalls', 'late_arrivals', 'lost_input', 'skipped_offsets']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -351,6 +351,13 @@ FIELDS: tuple[MetricField, ...] = (
     _p("late_arrivals", COUNTER, "late arrivals",
        "Records that arrived after a later record of their unit had been released "
        "(the order then differs from a replay's)."),
+    _p("lost_input", COUNTER, "input lost by the broker",
+       "Times the broker's log no longer held the position of one of the unit's partitions "
+       "(a broker that lost its data, an unclean leader election, a deleted topic, "
+       "retention), gone on from with --on-lost-input continue."),
+    _p("skipped_offsets", COUNTER, "input offsets skipped",
+       "Input offsets passed over unread: deleted before they were read (--on-lost-input "
+       "continue) or in a batch that could not be read (--skip-unreadable)."),
     # Served as streamcal_build_info{version="..."}, the usual name of a build's version.
     _p("version", INFO, "streamcal version", prometheus="build",
        help="The version field of the metric line (streamcal's version)."),

@@ -42,6 +42,7 @@ from streamcal.stream.models import (
 )
 
 __all__ = [
+    "LOST_INPUT_POLICIES",
     "ProcessorConfig",
     "ENV_PREFIX",
     "SETTINGS",
@@ -58,6 +59,8 @@ ENV_PREFIX = "STREAMCAL_"
 # store's cache), so the bound is the disk space the operator gives it.
 DEFAULT_PENDING_BYTES = 16 << 30
 DEFAULT_LABEL_WAIT_BYTES = 1 << 30
+# The merge's grace (docs/ordering.md, docs/performance.md: measured with benchmarks/grace.py).
+DEFAULT_GRACE_MS = 100
 _SIZE_SUFFIXES = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20,
                   "mb": 10**6, "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30,
                   "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}  # fmt: skip
@@ -66,6 +69,7 @@ _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TASKS = ("binary", "multiclass")
+LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.kafka.ordering)
 
 
 def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
@@ -284,6 +288,15 @@ class ProcessorConfig:
         "before processing others (the deterministic merge's bound)",
         "join",
     )
+    grace_ms: int = _opt(
+        DEFAULT_GRACE_MS,
+        "live input: a record also waits until every partition of its unit has shown a "
+        "record after it, at most this many milliseconds after it was read, so that records "
+        "made readable slightly out of order across partitions still take their place (0: "
+        "off; a partition that shows nothing costs each record the whole grace; see "
+        "docs/ordering.md)",
+        "join",
+    )
 
     # --- metrics ---
     metrics_file: str | None = _opt(
@@ -305,7 +318,8 @@ class ProcessorConfig:
     )
     checkpoint_interval: float = _opt(
         1.0,
-        "seconds between checkpoints: outputs flushed, then one atomic commit of each changed "
+        "seconds between checkpoints (sooner for a unit with 40,000 writes waiting, so that "
+        "a commit stays short): outputs flushed, then one atomic commit of each changed "
         "unit's store (what changed since the last checkpoint, with the unit's small "
         "snapshot and offsets), its changes to the state topic, offsets committed",
         "state",
@@ -344,6 +358,14 @@ class ProcessorConfig:
     compression_type: str = _opt(
         "none",
         "compression of the outputs (predictions, dead letters, metrics): " + ", ".join(_CODECS),
+        "kafka",
+    )
+    on_lost_input: str = _opt(
+        "stop",
+        "when the broker's log no longer holds a partition's position (a broker that lost "
+        "its data, an unclean leader election, a topic deleted and recreated, retention): "
+        "stop (with an error naming it) or continue (from what the log holds, counted in "
+        "lost_input and skipped_offsets, with a dead letter giving the offsets)",
         "kafka",
     )
     skip_unreadable: bool = _opt(
@@ -455,8 +477,14 @@ class ProcessorConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.linger_ms < 0:
-            raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
+        for name in ("linger_ms", "grace_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.on_lost_input not in LOST_INPUT_POLICIES:
+            raise ValueError(
+                f"on_lost_input must be one of {', '.join(LOST_INPUT_POLICIES)}, "
+                f"got {self.on_lost_input!r}"
+            )
         for name in (
             "pending_ttl",
             "label_wait",

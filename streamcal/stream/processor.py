@@ -80,6 +80,8 @@ class Processor:
         self._inputs: Inputs | None = None  # while running
         self.merge_stalls = 0
         self.late_arrivals: dict = {}  # unit -> records that came too late for the order
+        self.lost_input: dict = {}  # unit -> positions the broker's log no longer held
+        self.skipped_offsets: dict = {}  # unit -> input offsets passed over unread
         self._last_checkpoint_at = time.monotonic()
         if config.scope == "global":
             self.restored = self.states.restore_global()
@@ -152,8 +154,12 @@ class Processor:
 
     def _merge_counts(self, unit: int | None) -> dict:
         """The ordered merge's counters in ``unit``'s metric line."""
-        late = self.late_arrivals.get(unit, 0)
-        return {"merge_stalls": self.merge_stalls, "late_arrivals": late}
+        return {
+            "merge_stalls": self.merge_stalls,
+            "late_arrivals": self.late_arrivals.get(unit, 0),
+            "lost_input": self.lost_input.get(unit, 0),
+            "skipped_offsets": self.skipped_offsets.get(unit, 0),
+        }
 
     @property
     def metrics_port(self) -> int | None:
@@ -171,10 +177,11 @@ class Processor:
     def _make_consumer(self):
         return clients.input_consumer(self.config)
 
-    def _offset(self, topic: str, partition: int) -> int:
-        """Where the unit that reads ``topic``'s ``partition`` goes on from."""
+    def _offset(self, topic: str, partition: int) -> int | None:
+        """Where the unit that reads ``topic``'s ``partition`` goes on from (None: from
+        the start, nothing of it read yet)."""
         unit = self.units[GLOBAL_UNIT if self.config.scope == "global" else partition]
-        return unit.offsets.get((topic, partition), 0)
+        return unit.offsets.get((topic, partition))
 
     # ------------------------------------------------------------------ main loop
     def run(
@@ -200,7 +207,14 @@ class Processor:
         self.states.changed = set()
         stop_event = stop_event or threading.Event()
         ranks = {cfg.events_topic: TopicRank.EVENT, cfg.labels_topic: TopicRank.LABEL}
-        self._inputs = inputs = Inputs(cfg, ranks, release=self._release, late=self.late_arrivals)
+        self._inputs = inputs = Inputs(
+            cfg,
+            ranks,
+            release=self._release,
+            late=self.late_arrivals,
+            lost=self.lost_input,
+            skipped=self.skipped_offsets,
+        )
 
         # The cyclic GC is costly here: kafka-python allocates many container objects per
         # record, so gen-0 passes are frequent, and gen-2 passes walk the model and the
@@ -294,7 +308,10 @@ class Processor:
             if totals is not None:
                 metrics.emit_all(units, self._merge_counts)
                 metrics.last_line_counts = totals
-            if self.states.changed and now - self._last_checkpoint_at >= checkpoint_interval:
+            states = self.states
+            if states.changed and (
+                now - self._last_checkpoint_at >= checkpoint_interval or states.full()
+            ):
                 self.checkpoint()
         if progress is not None:
             progress(self._total("events"))

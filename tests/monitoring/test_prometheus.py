@@ -47,6 +47,8 @@ def a_metric_line():
         "waiting_labels": 3,
         "merge_stalls": 4,
         "late_arrivals": 5,
+        "lost_input": 1,
+        "skipped_offsets": 12,
         "version": "7",
         # a multiclass line's own fields (never in the same line as protection's)
         **{k: 0.25 + i for i, k in enumerate(MULTICLASS_KEYS)},

@@ -272,3 +272,48 @@ def _holder_without_topic(config):
     unit = CalibrationUnit(config, UNIT)
     unit.send = lambda *a: None
     return unit
+
+
+def test_a_new_writer_s_first_roll_takes_about_thirty_checkpoints(kafka_broker, unique_topics,
+                                                                  monkeypatch):  # fmt: skip
+    """A unit that just came to an instance has no snapshot of its own until a roll over
+    its whole store is done: however small the changes, that takes about 30 checkpoints."""
+    monkeypatch.setattr(topic_module, "_MIN_REFRESH", 64)
+    config = _config(kafka_broker, unique_topics, snapshot_interval=0.001, pending_ttl=1e9)
+    states, outbox, unit = _holder(config)
+    items = [("ev", {"id": f"e{i}", "features": {f"f{j}": float(i + j) for j in range(20)}})
+             for i in range(3000)]  # fmt: skip
+    _feed(unit, items, 0)
+    states.changed.add(UNIT)
+    states.save_changed(outbox)  # the first roll takes the store at once: it is new
+    states.topic.forget(UNIT)  # as if the unit had just moved here: a new writer
+    writer = None
+    for k in range(60):
+        _feed(unit, [("ev", {"id": f"x{k}", "features": {"f0": 1.0}})], 5000 + k)
+        states.changed.add(UNIT)
+        states.save_changed(outbox)
+        writer = states.topic._writers[UNIT]
+        if writer.rolled is not None:
+            break
+    assert writer.rolled is not None and 20 <= k <= 32, k
+    states.close()
+    outbox.close()
+
+
+def test_a_unit_with_many_writes_waiting_is_checkpointed_before_its_interval(monkeypatch):
+    from streamcal.stream.state import units as units_module
+
+    monkeypatch.setattr(units_module, "COMMIT_WRITES", 100)
+    config = ProcessorConfig.build(metrics_file="none", model="gnb")
+    states = UnitStates(config, None)
+    states.restore_global()
+    unit = states.held[None]
+    unit.send = lambda *a: None
+    states.changed.add(None)
+    _feed(unit, _stream(20, seed=7), 0)
+    assert not states.full()
+    _feed(unit, _stream(200, seed=8), 100)
+    assert unit.store.pending_writes >= 100 and states.full()
+    states.save_changed()
+    assert unit.store.pending_writes == 0 and not states.full()
+    states.close()

@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 
-import orjson
 import pytest
 
 from streamcal.stream.config import ProcessorConfig
@@ -35,7 +34,9 @@ from tests._kafka_helpers import (
     CHECKPOINT_KEY,
     T0,
     base_settings,
+    broker_up,
     create_topics,
+    metric_lines,
     own_broker_port,
     produce,
     read_topic,
@@ -181,11 +182,10 @@ def pause_point(tmp_path, name: str, first: list, topics: dict, rng: random.Rand
 
 
 def last_metrics(tmp_path, name: str) -> dict:
-    """{unit: last metric line} of an instance's metric log."""
+    """{unit: last metric line} of an instance's metric log (complete lines: the instance
+    may be writing one)."""
     out: dict = {}
-    path = tmp_path / f"metrics-{name}.jsonl"
-    for line in open(path, encoding="utf-8") if path.exists() else ():
-        row = orjson.loads(line)
+    for row in metric_lines(tmp_path / f"metrics-{name}.jsonl"):
         if "category" not in row:
             out[row["unit"]] = row
     return out
@@ -215,16 +215,6 @@ def test_paused_instance_equals_a_replay(kafka_broker, unique_topics, tmp_path):
 # ---------------------------------------------------------------- a broker restart
 
 
-def _up(bootstrap: str) -> bool:
-    from kafka.admin import KafkaAdminClient
-
-    try:
-        KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000).close()
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-    return True
-
-
 def test_broker_restart_during_the_pause(unique_topics, tmp_path):
     """The broker (in memory) is restarted while the instance is stopped, and the whole
     input is written to it again at the same offsets: after the resume the instance reads
@@ -233,7 +223,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
     bootstrap = f"127.0.0.1:{port}"
     broker = start_tansu(port)
     try:
-        wait(lambda: _up(bootstrap), 30, "the broker")
+        wait(lambda: broker_up(bootstrap), 30, "the broker")
         want = replay(bootstrap, unique_topics, "global")
         for seed in SEEDS:
             rng, t, first, rest = first_half_written(bootstrap, unique_topics, "restart", seed)
@@ -244,7 +234,7 @@ def test_broker_restart_during_the_pause(unique_topics, tmp_path):
                 broker.terminate()
                 broker.wait()
                 broker = start_tansu(port)
-                wait(lambda: _up(bootstrap), 30, "the restarted broker")
+                wait(lambda: broker_up(bootstrap), 30, "the restarted broker")
                 create_topics(bootstrap, [t["events"], t["labels"]], P)
                 produce(bootstrap, first)  # the same offsets as before the restart
                 produce(bootstrap, rest)

@@ -91,6 +91,22 @@ def test_a_kill_9_leaves_exactly_one_commit(tmp_path):
     store.close()
 
 
+def test_a_reopened_store_has_the_shared_cache(tmp_path):
+    """A store opened again (a restart) reads through the process's shared block cache, as
+    a new one does, not through the options saved in its directory (an 8 MiB cache of its
+    own, which made each get at 10^7 entries re-read index blocks: 85 µs instead of 13)."""
+    from streamcal.stream.state.kv import CACHE_BYTES
+
+    store = KVStore(tmp_path / "store")
+    store.put(b"a", b"1")
+    store.commit()
+    store.close()
+    again = KVStore(tmp_path / "store")
+    capacity = again._db.property_value("rocksdb.block-cache-capacity")
+    assert again.get(b"a") == b"1" and int(capacity) == CACHE_BYTES
+    again.close()
+
+
 def test_a_store_that_cannot_be_opened_names_its_directory(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -2,9 +2,12 @@
 
 Every consumer of the processor reads from the earliest offset when it has none and
 never commits on its own (the processor commits the offsets its checkpoints cover, for
-lag monitoring). A consumer in the job's group (``group_id``) also gets the session and
-heartbeat settings and the range assignor, which gives a member the same partition
-numbers of both input topics (whole units, see ``streamcal.stream.kafka.group``).
+lag monitoring), except the input consumer: it never moves on its own (no
+``auto_offset_reset``), so that a position the broker's log no longer holds is an error
+the ordered merge handles (``streamcal.stream.kafka.ordering``: lost input) instead of a
+silent jump to the log's start. A consumer in the job's group (``group_id``) also gets
+the session and heartbeat settings and the range assignor, which gives a member the same
+partition numbers of both input topics (whole units, see ``streamcal.stream.kafka.group``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def input_consumer(config):
         session_timeout_ms=config.session_timeout_ms,
         max_poll_records=config.poll_max_records,
         fetch_max_wait_ms=100,
+        auto_offset_reset="none",  # every partition is sought to its unit's offset
     )
 
 

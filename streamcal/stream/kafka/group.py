@@ -128,6 +128,19 @@ class GroupMembership:
         self.consumer.subscribe([self.events, self.labels], listener=self.listener)
 
 
+def polled(consumer, timeout_ms: int, max_records: int) -> dict:
+    """``consumer.poll``, in which a new assignment may arrive: its partitions have no
+    position until the processor seeks them to their units' offsets (the input consumer
+    resets no offset on its own, ``streamcal.stream.kafka.clients``), so kafka-python's
+    complaint about them is no error here."""
+    from kafka.errors import NoOffsetForPartitionError
+
+    try:
+        return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    except NoOffsetForPartitionError:
+        return {}
+
+
 class MergeView:
     """What ``OrderedMerge`` sees of a subscribed consumer, for one generation of the
     assignment: once the assignment changes, its polls return nothing and every
@@ -146,7 +159,7 @@ class MergeView:
     def poll(self, timeout_ms: int, max_records: int):
         if not self.current:
             return {}
-        got = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        got = polled(self._consumer, timeout_ms, max_records)
         return got if self.current else {}
 
     def highwater(self, tp):
@@ -160,6 +173,12 @@ class MergeView:
             return dict.fromkeys(tps, 0)
         ends = self._consumer.end_offsets(tps, timeout_ms=timeout_ms)
         return ends if self.current else dict.fromkeys(tps, 0)
+
+    def beginning_offsets(self, tps, timeout_ms: int) -> dict:
+        if not self.current:
+            return dict.fromkeys(tps, 0)
+        starts = self._consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
+        return starts if self.current else dict.fromkeys(tps, 0)
 
     def seek(self, tp, offset: int) -> None:
         if self.current:

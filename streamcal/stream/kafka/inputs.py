@@ -17,6 +17,7 @@ from streamcal.stream.kafka.group import (
     GroupMembership,
     MergeView,
     check_copartitioned,
+    polled,
 )
 
 __all__ = ["Inputs", "STALE"]
@@ -27,13 +28,17 @@ STALE = object()  # what ``next`` returns for records polled across a rebalance
 class Inputs:
     """Read the input topics of ``config`` in merge order; ``ranks`` maps a topic to its
     rank in that order. ``release(units)`` is called, from within a poll, with the units
-    revoked from this instance (``--scope partition``). ``late`` (unit -> count) counts the
-    records that arrived after a later record of their unit was released (see
-    ``streamcal.stream.kafka.ordering``); it outlives the merges."""
+    revoked from this instance (``--scope partition``). ``late``, ``lost`` and ``skipped``
+    (unit -> count) count the records that arrived after a later record of their unit was
+    released, the positions the broker's log no longer held and the offsets passed over
+    unread (see ``streamcal.stream.kafka.ordering``); they outlive the merges."""
 
-    def __init__(self, config, ranks: dict, release=None, late: dict | None = None):
+    def __init__(self, config, ranks: dict, release=None, late: dict | None = None,
+                 lost: dict | None = None, skipped: dict | None = None):  # fmt: skip
         self.config = config
         self.late = {} if late is None else late
+        self.lost = {} if lost is None else lost
+        self.skipped = {} if skipped is None else skipped
         self.consumer = None  # given to open()
         self.ranks = ranks
         self.merge = None  # the OrderedMerge of the current assignment
@@ -56,7 +61,8 @@ class Inputs:
 
     def open(self, consumer, offset_of) -> None:
         """Start reading with ``consumer``: with ``--scope global`` every partition, each
-        from ``offset_of(topic, partition)``; else join the group (units come later)."""
+        from ``offset_of(topic, partition)`` (None: nothing of it read yet); else join the
+        group (units come later)."""
         cfg = self.config
         self.consumer = consumer
         topics = (cfg.events_topic, cfg.labels_topic)
@@ -85,7 +91,8 @@ class Inputs:
 
     def remerge(self, offset_of, tps=None) -> None:
         """A new merge over ``tps`` (default: the assigned partitions), each read from
-        ``offset_of(topic, partition)``."""
+        ``offset_of(topic, partition)``, or from its start when that is None (nothing of
+        it read yet)."""
         from streamcal.stream.kafka.ordering import OrderedMerge
 
         cfg = self.config
@@ -97,8 +104,13 @@ class Inputs:
         view = self.consumer
         if self.membership is not None:
             view = MergeView(self.consumer, self.membership)
+        fresh = []
         for tp in tps:
-            self.consumer.seek(tp, offset_of(tp.topic, tp.partition))
+            offset = offset_of(tp.topic, tp.partition)
+            if offset is None:
+                offset = 0
+                fresh.append(tp)
+            self.consumer.seek(tp, offset)
         self.merge = OrderedMerge(
             view,
             tps,
@@ -110,13 +122,18 @@ class Inputs:
             skip_unreadable=cfg.skip_unreadable,
             unit_of=None if self.membership is None else _partition_number,
             late=self.late,
+            grace=cfg.grace_ms / 1000,
+            on_lost_input=cfg.on_lost_input,
+            lost=self.lost,
+            skipped=self.skipped,
+            fresh=fresh,
         )
 
     def next(self, timeout: float):
         """The next ``(rank, record)`` in merge order, None if there was none within
         ``timeout`` seconds, or ``STALE`` if the assignment changed meanwhile."""
         if self.merge is None:
-            self.consumer.poll(timeout_ms=int(1000 * timeout), max_records=1)  # join, beat
+            polled(self.consumer, int(1000 * timeout), 1)  # join, heartbeat
             return None
         item = self.merge.next(timeout)
         membership = self.membership

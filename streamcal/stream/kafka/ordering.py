@@ -42,6 +42,42 @@ record whose key is below that of the last record released of its unit from anot
 partition. With each partition's timestamps in order, the predictions equal a replay's
 exactly when no stall and no late arrival happened.
 
+The grace (``grace`` seconds, ``--grace-ms``) makes late arrivals rare. Live, one producer
+writing in record-time order still makes records readable out of order across partitions
+(each partition's batch is sent and appended on its own), so a partition that is caught
+up may be about to show a record that goes before the least head. With a grace, the least
+head also waits until every partition of its unit has a record buffered (one after it, or
+one that goes first), for at most ``grace`` seconds after the poll that brought it. So a
+record that becomes readable less than ``grace`` (less a poll) after a record of its unit
+with a later key is not late, however sparse its partition. The cost: while a partition
+of the unit shows nothing, each record waits the whole grace (a partition that never gets
+records delays every record by it). Kafka Streams' ``max.task.idle.ms`` waits the same
+way, but from the moment a partition first holds a record back, and not again until that
+partition shows one: cheaper for a silent partition, no help for the first record of a
+sparse one. The grace only ever delays a release that the condition above allows, so what
+is reproducible stays so. It differs from ``max_wait``: that bounds the wait for a
+partition that has unread records (waiting is what correctness needs: those records
+exist), the grace bounds the wait for a partition that has none (they may never come:
+waiting costs latency).
+
+Lost input. The broker's log may no longer hold the position of a partition: a broker
+restarted without its data (its log starts again at 0), an unclean leader election (the
+new leader's log is shorter), a topic deleted and recreated, retention deleting records
+before they were read. Kafka answers a fetch at such a position with
+``OFFSET_OUT_OF_RANGE`` (the input consumer has ``auto_offset_reset="none"``, so
+kafka-python raises it instead of silently moving to the earliest offset), a truncation
+found by the leader-epoch check raises ``LogTruncationError``, and some brokers (tansu)
+answer with no records and a high watermark below the position, which is checked for
+every empty partition after each poll. The log's start and end are then asked
+(``_input_lost``); by default ``LostInput`` is raised (topic, partition, position, what
+the log holds, what to do); with ``on_lost_input="continue"`` the merge goes on from what
+the log holds (its start, or the point of a truncation) and a ``RejectedRecord`` takes
+the place of what was lost, so the processor dead-letters it (its reason has the offsets)
+and the unit's offset moves to where reading goes on. Each such event is counted in
+``lost`` and the offsets passed over unread (deleted before they were read) in
+``skipped`` (per unit: ``lost_input`` and ``skipped_offsets`` in the metric line).
+Whether a position has reached an end offset is decided in one place, ``_unread``.
+
 The merge is also the gate of the input, the one place that sees every record before it is
 ordered. A record that would harm the state whatever its value is replaced by a
 ``RejectedRecord`` (its value a ``messages.Rejected`` carrying the reason, so decoding it
@@ -57,7 +93,8 @@ A record batch that cannot be read (a codec that is not installed, a corrupt bat
 ``UnreadableBatch`` naming the topic, partition, offsets and what to do; with
 ``skip_unreadable`` the batch is skipped instead and a ``RejectedRecord`` with the offset
 range and the cause takes its place, so the processor dead-letters it and moves its offset
-past the batch exactly when the records before it in that partition have been handled.
+past the batch exactly when the records before it in that partition have been handled
+(its offsets count in ``skipped``).
 
 Partitions are never paused: kafka-python 3.0.12 can deadlock when a partition is paused
 while its fetched records are being drained (``_next_partition_records`` stays parked on
@@ -74,12 +111,13 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, LogTruncationError, OffsetOutOfRangeError
 
+from streamcal.stream.config import LOST_INPUT_POLICIES
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter_key
 from streamcal.stream.messages import Rejected
 
-__all__ = ["OrderedMerge", "RejectedRecord", "UnreadableBatch"]
+__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +148,64 @@ class UnreadableBatch(RuntimeError):
             "are lost to the model). No checkpoint is written after this: a restart resumes "
             "from the last one."
         )
+
+
+class LostInput(RuntimeError):
+    """The broker's log no longer holds the position of a partition; the message says
+    where (topic, partition, position, what the log holds), the likely causes and what
+    to do, on one line."""
+
+    def __init__(self, topic: str, partition: int, position: int, start: int, end: int,
+                 resume: int, what: str):  # fmt: skip
+        self.topic, self.partition, self.position = topic, partition, position
+        self.start, self.end, self.resume = start, end, resume
+        super().__init__(
+            f"input lost: topic {topic!r} partition {partition} no longer holds offset "
+            f"{position}, where the processor is: {what}. To go on from offset {resume} "
+            "(counted in lost_input, the offsets in a dead letter), run with "
+            "--on-lost-input continue; to start over, run with an empty --state-dir. No "
+            "checkpoint is written after this: a restart resumes from the last one."
+        )
+
+
+def _held(start: int, end: int) -> str:
+    """What a log holds, in words.
+
+    >>> _held(0, 312), _held(40, 40)
+    ('the log holds offsets 0..311', 'the log holds no record (its next offset is 40)')
+    """
+    if end > start:
+        return f"the log holds offsets {start}..{end - 1}"
+    return f"the log holds no record (its next offset is {end})"
+
+
+def _loss(position: int, start: int, end: int, truncated_at: int | None):
+    """(where reading goes on, offsets passed over unread, what happened in words) for a
+    partition at ``position`` whose log holds ``start``..``end - 1``.
+
+    >>> _loss(120, 500, 900, None)[:2], _loss(5000, 0, 312, None)[:2], _loss(80, 0, 90, 60)[:2]
+    ((500, 380), (0, 0), (60, 0))
+    """
+    held = _held(start, end)
+    if truncated_at is not None:
+        what = (
+            f"{held} and was truncated at offset {truncated_at} (an unclean leader election: "
+            f"the records from offset {truncated_at} that were read are gone, and any written "
+            "after them were lost unread)"
+        )
+        return truncated_at, 0, what
+    if position < start:
+        what = (
+            f"{held}: offsets {position}..{start - 1} were deleted before they were read "
+            "(retention, or a topic deleted and recreated)"
+        )
+        return start, start - position, what
+    what = (
+        f"{held}, below it (a broker that lost its data, an unclean leader election, or a "
+        "topic deleted and recreated: the records that were read up to it are gone from the "
+        "log, and any written after them were lost unread)"
+    )
+    return start, 0, what
 
 
 def _describe(exc: BaseException) -> str:
@@ -172,9 +268,12 @@ class OrderedMerge:
     ``ranks[topic]`` breaks ties between topics with equal timestamps (events before
     labels). Call ``next(timeout)`` repeatedly: it returns ``(rank, record)`` or None
     when nothing could be released within ``timeout`` seconds. ``unit_of(tp)`` names the
-    unit of calibration a partition belongs to (default: one unit); ``late`` is a dict
-    that counts late arrivals per unit (see the module docstring), kept by the caller
-    across merges.
+    unit of calibration a partition belongs to (default: one unit); ``late``, ``lost`` and
+    ``skipped`` are dicts that count per unit late arrivals, lost input and offsets passed
+    over unread (see the module docstring), kept by the caller across merges. ``grace``
+    (seconds) and ``on_lost_input`` (``LOST_INPUT_POLICIES``): see the module docstring.
+    ``fresh``: the partitions read from offset 0 because nothing of them was read before
+    (a log that starts later is then no loss).
     """
 
     def __init__(
@@ -189,12 +288,18 @@ class OrderedMerge:
         skip_unreadable: bool = False,
         unit_of=None,
         late: dict | None = None,
+        grace: float = 0.0,
+        on_lost_input: str = "stop",
+        lost: dict | None = None,
+        skipped: dict | None = None,
+        fresh=(),
     ):
         self.consumer = consumer
         self.partitions = list(partitions)
         self._rank = {tp: ranks[tp.topic] for tp in self.partitions}
         self._bufs = {tp: deque() for tp in self.partitions}
-        # The polls that brought a partition's buffered records: [count, poll] runs.
+        # The polls that brought a partition's buffered records: [count, poll, its
+        # monotonic time] runs.
         self._runs = {tp: deque() for tp in self.partitions}
         self._heap: list = []
         self._polls = 0  # polls that returned records; the records carry its number
@@ -214,15 +319,29 @@ class OrderedMerge:
         self._unit = {tp: unit_of(tp) if unit_of else None for tp in self.partitions}
         self._last: dict = {}  # unit -> heap entry of the last record released
         self.late = {} if late is None else late
+        self.grace = grace
+        if on_lost_input not in LOST_INPUT_POLICIES:
+            raise ValueError(f"on_lost_input must be one of {LOST_INPUT_POLICIES}")
+        self.on_lost_input = on_lost_input
+        self.lost = {} if lost is None else lost
+        self.skipped = {} if skipped is None else skipped
+        self._fresh = set(fresh)
+        self._looked: dict = {}  # partition -> when its log's ends may be asked again
 
     @property
     def late_arrivals(self) -> int:
         """Late arrivals counted so far, all units together."""
         return sum(self.late.values())
 
+    def _unread(self, tp, end: int) -> int:
+        """How many offsets below ``end`` (an end offset: a highwater, an answer to
+        ListOffsets) ``tp`` has not read yet; negative when its position is past ``end``.
+        The one place that compares a position with an end offset."""
+        return end - self.consumer.position(tp)
+
     def _caught_up(self, tp) -> bool:
         hw = self.consumer.highwater(tp)
-        return hw is not None and self.consumer.position(tp) >= hw
+        return hw is not None and self._unread(tp, hw) <= 0
 
     def _push_head(self, tp) -> None:
         rec = self._bufs[tp][0]
@@ -233,6 +352,17 @@ class OrderedMerge:
     def _fetch(self, timeout: float) -> dict:
         try:
             return self.consumer.poll(timeout_ms=int(timeout * 1000), max_records=self.poll_records)
+        except OffsetOutOfRangeError as error:
+            out: dict = {}
+            for tp, position in error.args[0].items():
+                out.update(self._input_lost(tp, position))
+            return out
+        except LogTruncationError as error:
+            out = {}
+            for tp, at in error.divergent_offsets.items():
+                truncated_at = None if at is None else at.offset
+                out.update(self._input_lost(tp, self.consumer.position(tp), truncated_at))
+            return out
         except Exception as error:
             where = _locate(error)
             if where is None:
@@ -250,8 +380,74 @@ class OrderedMerge:
         log.warning("topic %r partition %d: %s", tp.topic, tp.partition, reason)
         # Seeking also frees the consumer from the failed batch.
         self.consumer.seek(tp, nxt)
+        self._count(self.skipped, tp, nxt - first)
         value = Rejected(reason, skipped=(first, nxt - 1))
         return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, value)]}
+
+    def _count(self, counts: dict, tp, n: int) -> None:
+        unit = self._unit[tp]
+        counts[unit] = counts.get(unit, 0) + n
+
+    def _input_lost(self, tp, position: int, truncated_at=None, highwater=None) -> dict:
+        """``tp``'s log may no longer hold ``position`` (see the module docstring): ask
+        for its start and end (``highwater``: that of a fetch at ``position``, when that
+        is what showed it). Returns {} if it does hold it after all (a stale or transient
+        answer); else raises ``LostInput``, or with ``on_lost_input="continue"`` seeks to
+        where reading goes on and returns the ``RejectedRecord`` that stands for the
+        loss."""
+        consumer = self.consumer
+        if tp not in self._bufs:  # not read by this merge (a rebalance meanwhile)
+            return {}
+        try:
+            start = consumer.beginning_offsets([tp], timeout_ms=5000)[tp]
+            end = consumer.end_offsets([tp], timeout_ms=5000)[tp]
+        except KafkaError as exc:  # asked again at the next look
+            log.debug("start and end offsets of %s: %r", tp, exc)
+            return {}
+        if highwater is not None:
+            # Some brokers (tansu 0.6) answer ListOffsets with less than the log's end:
+            # the highwater of a fetch at the position is then the better figure. (Not
+            # otherwise: after a broker said the position is out of range, the highwater
+            # kept from earlier fetches may be that of a log that is gone.)
+            end = max(end, highwater)
+        if truncated_at is None and start <= position <= end:
+            return {}
+        if tp in self._fresh and position == 0 and position < start:
+            # Nothing of it was read: a log that starts later is where reading begins.
+            consumer.seek(tp, start)
+            return {}
+        resume, skipped, what = _loss(position, start, end, truncated_at)
+        if self.on_lost_input == "stop":
+            raise LostInput(tp.topic, tp.partition, position, start, end, resume, what)
+        reason = (
+            f"input lost: offset {position} of topic {tp.topic!r} partition {tp.partition}, "
+            f"where the processor was, is no longer in the broker's log: {what}; reading "
+            f"goes on from offset {resume} (--on-lost-input continue)"
+        )
+        log.warning(reason, extra={
+            "event": "lost_input", "topic": tp.topic, "partition": tp.partition,
+            "position": position, "log_start": start, "log_end": end, "resume": resume,
+            "skipped": skipped})  # fmt: skip
+        consumer.seek(tp, resume)
+        self._known_end[tp] = 0  # the old log's: the new one may end below it
+        self._count(self.lost, tp, 1)
+        self._count(self.skipped, tp, skipped)
+        value = Rejected(reason, skipped=(position, resume - 1) if skipped else None)
+        return {tp: [RejectedRecord(tp.topic, tp.partition, resume - 1, -1, None, value)]}
+
+    def _look_for_lost_input(self) -> dict:
+        """Check the empty partitions for a highwater below the position (what a broker
+        that answers a fetch past its log's end with no records shows); ask about each at
+        most once a second."""
+        consumer, out = self.consumer, {}
+        now = time.monotonic()
+        for p in self._empty:
+            hw = consumer.highwater(p)
+            if hw is None or self._unread(p, hw) >= 0 or self._looked.get(p, 0.0) > now:
+                continue
+            self._looked[p] = now + 1.0
+            out.update(self._input_lost(p, consumer.position(p), highwater=hw))
+        return out
 
     def _gate(self, recs: list) -> list:
         """``recs`` with every record that must not reach the state replaced (see above)."""
@@ -270,7 +466,12 @@ class OrderedMerge:
 
     def _poll(self, timeout: float) -> int:
         got = self._fetch(timeout)
+        if self._empty:
+            lost = self._look_for_lost_input()
+            if lost:
+                got = {**got, **lost}
         n = 0
+        now = time.monotonic()
         for tp, recs in got.items():
             if not recs:
                 continue
@@ -282,7 +483,7 @@ class OrderedMerge:
             buf = self._bufs[tp]
             was_empty = not buf
             buf.extend(recs)
-            self._runs[tp].append([len(recs), self._polls])
+            self._runs[tp].append([len(recs), self._polls, now])
             n += len(recs)
             if was_empty:
                 self._push_head(tp)
@@ -318,6 +519,21 @@ class OrderedMerge:
             floor = self._floor = min(self._confirmed[p] for p in self._empty)
         return self._runs[tp][0][1] <= floor
 
+    def _graced(self, now: float) -> float:
+        """0.0 if the least head (let go by ``_free``) may go at ``now``; else the
+        monotonic time until which it waits for the empty partitions of its unit (the
+        grace, see the module docstring)."""
+        if not self._empty or not self.grace:
+            return 0.0
+        ts, *_, tp = self._heap[0]
+        if ts < 0:
+            return 0.0
+        unit = self._unit[tp]
+        if unit is not None and all(self._unit[p] != unit for p in self._empty):
+            return 0.0
+        until = self._runs[tp][0][2] + self.grace
+        return until if until > now else 0.0
+
     def _confirm(self, timeout: float) -> bool:
         """Ask the broker for end offsets, unless an empty partition that holds the least
         head back is known to have unread records (then polling is what helps). The one
@@ -329,7 +545,7 @@ class OrderedMerge:
 
         def behind(p) -> bool:  # or not known yet: no fetch response parsed
             hw = consumer.highwater(p)
-            return hw is None or consumer.position(p) < max(hw, known[p])
+            return hw is None or self._unread(p, max(hw, known[p])) > 0
 
         if any(behind(p) for p in self._empty if self._confirmed[p] < need):
             return False
@@ -345,7 +561,7 @@ class OrderedMerge:
             if end is None:
                 continue
             known[p] = max(known[p], end)
-            if consumer.position(p) >= end:
+            if self._unread(p, end) <= 0:
                 self._confirmed[p] = polls
         self._floor = None
         return True
@@ -360,28 +576,36 @@ class OrderedMerge:
     def next(self, timeout: float):
         deadline = time.monotonic() + timeout
         while True:
+            step = 0.2  # the longest poll: when idle
             if self._heap:
-                if self._free():
-                    return self._release()
-                remaining = max(deadline - time.monotonic(), 0.05)
-                if self._confirm(min(remaining, 1.0)) and self._free():
-                    return self._release()
+                free = self._free()
+                if not free:
+                    remaining = max(deadline - time.monotonic(), 0.05)
+                    free = self._confirm(min(remaining, 1.0)) and self._free()
                 now = time.monotonic()
-                if self._wait_started is None:
+                if free:
+                    self._wait_started = None
+                    held = self._graced(now)
+                    if not held:
+                        return self._release()
+                    step = held - now  # poll until an empty partition shows a record
+                elif self._wait_started is None:
                     self._wait_started = now
                 elif now - self._wait_started > self.max_wait:
                     self._stall()
                     continue
+                # Short polls while a lagging partition holds the others back.
+                step = min(step, 0.05)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            # Short polls while a lagging partition holds the others back; longer when idle.
-            self._poll(min(remaining, 0.05 if self._heap else 0.2))
+            self._poll(min(remaining, step))
 
     def ready(self):
-        """The next ``(rank, record)`` if it can be released without asking the broker,
-        else None (same order as ``next``: a cheap way to drain what is buffered)."""
-        if not self._heap or not self._free():
+        """The next ``(rank, record)`` if it can be released without asking the broker or
+        waiting, else None (same order as ``next``: a cheap way to drain what is
+        buffered)."""
+        if not self._heap or not self._free() or self._graced(time.monotonic()):
             return None
         return self._release()
 

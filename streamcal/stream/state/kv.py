@@ -136,7 +136,12 @@ class KVStore:
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._db = Rdict(str(self.path), _options())
+            # The options for the default column family too: given only the database's, rocksdict
+            # reopens an existing store with the options saved in it, whose block cache is a
+            # new 8 MiB one (not the shared cache): at 10^7 waiting each get then read and
+            # parsed index blocks again (85 µs against 13).
+            opts = _options()
+            self._db = Rdict(str(self.path), opts, column_families={"default": opts})
         except Exception as exc:  # rocksdict raises plain Exceptions with RocksDB's text
             raise StoreError(
                 f"cannot open the state store in {str(self.path)!r}: {exc}; {what_to_do(str(exc))}"
@@ -155,6 +160,12 @@ class KVStore:
         if v is _MISSING:
             return self._db.get(key)
         return v
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes since the last commit (what the next ``commit`` writes, each a put or a
+        delete): its cost, about 1 µs each."""
+        return self._batch.len()
 
     def changes(self) -> dict:
         """The writes since the last commit: key -> value, or None for a delete (a view:

@@ -65,6 +65,7 @@ _DELTA, _SNAPSHOT, _FULL = "delta", "snapshot", "full"
 _DATA_END = b"~"  # store keys below it are data (the snapshot key starts with it)
 _MIN_REFRESH = 256 * 1024  # bytes of a roll's slice per checkpoint, at least
 _FIRST_WINDOW = 2000  # records of a partition's tail read first (then x4)
+_FIRST_ROLL = 30  # checkpoints a new writer's first roll takes, at least its own pace
 
 
 class _Writer:
@@ -157,11 +158,13 @@ class StateTopic:
         """Stop writing ``unit`` (released): another writer, another epoch, takes it."""
         self._writers.pop(unit, None)
 
-    def save(self, unit, state: dict, changes: dict, store, snapshot: bool = False) -> None:
+    def save(self, unit, state: dict, changes: dict, store, snapshot: bool = False,
+             held: int = 0) -> None:  # fmt: skip
         """Send the records of ``unit``'s checkpoint ``state["checkpoints"]``: the delta of
         ``changes`` with the roll's next slice of ``store`` (as just committed), and the
         snapshot ``state`` when due (or ``snapshot``: the writer's last checkpoint), once
-        a roll has completed. Delivered once the outbox is flushed."""
+        a roll has completed. ``held``: about how many bytes the store holds. Delivered
+        once the outbox is flushed."""
         w = self._writers.get(unit)
         if w is None:
             w = self._writers[unit] = _Writer(self._known.pop(unit, ()))
@@ -169,6 +172,10 @@ class StateTopic:
         if w.roll_start is None:
             w.roll_start, w.cursor = seq, b""
         budget = max(_MIN_REFRESH, sum(len(k) + len(v or b"") for k, v in changes.items()))
+        if w.rolled is None:
+            # A new writer (a unit that just moved here) has no snapshot of its own until
+            # its first roll is done: that one goes in about _FIRST_ROLL checkpoints.
+            budget = max(budget, held // _FIRST_ROLL)
         refresh, w.cursor = _slice(store, w.cursor, budget)
         start, done = w.roll_start, w.cursor is None
         payload = {"unit": unit, "epoch": w.epoch, "seq": seq, "roll_start": start,
