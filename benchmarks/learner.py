@@ -274,7 +274,8 @@ def cost(args):
         rows,
     )
     if args.pickled:
-        r = np.array(per_block["bare pipeline"]) / np.array(per_block["bare pipeline, never pickled"])
+        never = np.array(per_block["bare pipeline, never pickled"])
+        r = np.array(per_block["bare pipeline"]) / never
         print(f"\nthe bare pipeline pickled once against never pickled: {np.median(r):.3f}x per "
               f"block (median; range {r.min():.3f}-{r.max():.3f})")  # fmt: skip
     if args.baseline_tree:
