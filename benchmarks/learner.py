@@ -1,6 +1,11 @@
 """Benchmark of VennAbersClassifier: per-event cost of each mode, and prequential quality.
 
 Run: ``python benchmarks/learner.py`` (full, several minutes) or ``--quick``.
+``--baseline-tree DIR`` (e.g. ``git archive <commit> | tar -x -C DIR``) adds to the cost
+table the same variants of the streamcal in DIR, loaded into the same process and timed
+in the same shuffled blocks: a change's cost measured side by side. ``--pickled`` pickles
+every variant's model once after its warm-up, as the processor's checkpoints do (see
+``_pickle_once``: on CPython 3.11 that alone makes river's model ~6% slower).
 
 Tables, all measured side by side in one run:
 
@@ -48,7 +53,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import math
+import os
 import random
 import sys
 import time
@@ -110,10 +117,12 @@ class OnBackend:
 
 
 class Bare:
-    """The bare pipeline behind the same interface."""
+    """The bare pipeline behind the same interface (``unpickled``: left out of
+    ``--pickled``, to show what pickling alone does to the model's speed)."""
 
-    def __init__(self, model):
+    def __init__(self, model, unpickled: bool = False):
         self.model = model
+        self.unpickled = unpickled
 
     def predict_proba_one(self, x):
         return self.model.predict_proba_one(x)
@@ -122,17 +131,20 @@ class Bare:
         self.model.learn_one(x, y)
 
 
-def side_by_side(variants, warm, measure, rng, block=1000):
+def side_by_side(variants, warm, measure, rng, block=1000, pickled=False):
     """Warm every variant up, then time them on the same events: {name: [s / event of each
     block]}. Round-robin blocks in a shuffled order: a burst of load from other processes
     hits whichever variant runs at that moment, which the median block is robust to. A
-    block is one refresh period of the default (1000 = window), so batch work counts."""
+    block is one refresh period of the default (1000 = window), so batch work counts.
+    ``pickled``: each variant's model is pickled once after its warm-up (``_pickle_once``)."""
     for name, v in variants.items():
         t = time.perf_counter()
-        with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+        with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
             for x, y in warm:
                 v.predict_proba_one(x)
                 v.learn_one(x, y)
+            if pickled:
+                _pickle_once(v)
         print(f"  warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
     per_block = {name: [] for name in variants}
     order = list(variants)
@@ -141,13 +153,75 @@ def side_by_side(variants, warm, measure, rng, block=1000):
         rng.shuffle(order)
         for name in order:
             v = variants[name]
-            with v if isinstance(v, OnBackend) else contextlib.nullcontext():
+            with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
                 t = time.perf_counter()
                 for x, y in chunk:
                     v.predict_proba_one(x)
                     v.learn_one(x, y)
                 per_block[name].append((time.perf_counter() - t) / len(chunk))
     return per_block
+
+
+def _pickle_once(variant) -> None:
+    """Pickle the variant's model once, as a checkpoint (``to_state``) does. On CPython
+    3.11 pickling an object turns its attributes into a real ``__dict__``, after which
+    river's attribute lookups cost ~6% more for good: a model that is ever saved pays
+    that whatever else runs, and the guard of issue 29 pickles the model too."""
+    import pickle
+
+    inner = getattr(variant, "inner", variant)
+    inner = getattr(inner, "clf", inner)
+    if isinstance(inner, Bare):
+        if not inner.unpickled:
+            pickle.dumps(inner.model)
+    else:
+        inner.to_state()
+
+
+def _take_streamcal_modules() -> dict:
+    """Remove the streamcal modules from ``sys.modules``; return them."""
+    names = [k for k in sys.modules if k == "streamcal" or k.startswith("streamcal.")]
+    return {k: sys.modules.pop(k) for k in names}
+
+
+class InTree:
+    """A variant of the streamcal in another directory (``--baseline-tree``), run in this
+    process: while it runs (``with``), ``sys.modules`` holds that tree's streamcal modules,
+    so that what it imports at call time (the store backend, ...) is its own too."""
+
+    def __init__(self, tree: str, make):
+        self.tree = os.path.abspath(tree)
+        self.modules: dict = {}
+        sys.path.insert(0, self.tree)
+        try:
+            with self:
+                old = importlib.import_module("streamcal")
+                if not os.path.abspath(old.__file__).startswith(self.tree):
+                    raise SystemExit(f"--baseline-tree {tree}: no streamcal package there")
+                self.inner = make(importlib.import_module("streamcal").VennAbersClassifier)
+        finally:
+            sys.path.remove(self.tree)
+
+    def __enter__(self):
+        self._ours = _take_streamcal_modules()
+        sys.modules.update(self.modules)
+        self._dont_write = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True  # leave the other tree as it is
+        if isinstance(getattr(self, "inner", None), OnBackend):
+            self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        if isinstance(getattr(self, "inner", None), OnBackend):
+            self.inner.__exit__(*exc)
+        sys.dont_write_bytecode = self._dont_write
+        self.modules = _take_streamcal_modules()
+        sys.modules.update(self._ours)
+
+    def predict_proba_one(self, x):  # run inside the block's ``with`` (side_by_side)
+        return self.inner.predict_proba_one(x)
+
+    def learn_one(self, x, y):
+        self.inner.learn_one(x, y)
 
 
 def cost(args):
@@ -168,7 +242,17 @@ def cost(args):
             "python", lambda: VennAbersClassifier(lr(), protect=True)
         ),
     }
-    per_block = side_by_side(variants, warm, measure, random.Random(0))
+    if args.pickled:  # what pickling alone does: the bare pipeline never pickled
+        variants = {"bare pipeline, never pickled": Bare(lr(), unpickled=True), **variants}
+    if args.baseline_tree:
+        ours = list(variants.items())
+        variants = {k: v for k, v in ours if isinstance(v, Bare)}
+        for name, v in ours:
+            if isinstance(v, Bare):
+                continue
+            variants[name] = v
+            variants[f"{name} (baseline)"] = InTree(args.baseline_tree, _twin(v))
+    per_block = side_by_side(variants, warm, measure, random.Random(0), pickled=args.pickled)
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
     base = median["bare pipeline"]
@@ -184,10 +268,44 @@ def cost(args):
     ]
     table(
         f"Per-event cost, StandardScaler | LogisticRegression, Hyperplane(n_features=20), "
-        f"after {args.warmup:,} labels, {len(measure):,} events timed",
+        f"after {args.warmup:,} labels, {len(measure):,} events timed"
+        + (", each model pickled once after its warm-up" if args.pickled else ""),
         ["variant", "µs / event (median block)", "(mean)", "vs bare", "events / s"],
         rows,
     )
+    if args.pickled:
+        never = np.array(per_block["bare pipeline, never pickled"])
+        r = np.array(per_block["bare pipeline"]) / never
+        print(f"\nthe bare pipeline pickled once against never pickled: {np.median(r):.3f}x per "
+              f"block (median; range {r.min():.3f}-{r.max():.3f})")  # fmt: skip
+    if args.baseline_tree:
+        pairs = [n for n in variants if f"{n} (baseline)" in variants]
+        rows = []
+        for name in pairs:
+            ratios = np.array(per_block[name]) / np.array(per_block[f"{name} (baseline)"])
+            diff = (median[name] - median[f"{name} (baseline)"]) * 1e6
+            rows.append((name, f"{np.median(ratios):.3f}",
+                         f"{ratios.min():.3f}-{ratios.max():.3f}", f"{diff:+.2f}"))  # fmt: skip
+        table(
+            f"This checkout against {args.baseline_tree}: per-block time ratio (same events, "
+            "same shuffled round)",
+            ["variant", "ratio (median block)", "range", "µs / event (median difference)"],
+            rows,
+        )
+
+
+def _twin(variant):
+    """The maker of ``variant``'s baseline twin, given the baseline's classifier class."""
+    if isinstance(variant, OnBackend):
+        return lambda old: OnBackend(
+            variant.backend, lambda: old(lr(), **_settings_of(variant.clf))
+        )
+    return lambda old: old(lr(), **_settings_of(variant))
+
+
+def _settings_of(clf) -> dict:
+    """The constructor settings of a classifier (to build its baseline twin)."""
+    return {k: getattr(clf, k) for k in ("mode", "window", "refresh_every", "protect")}
 
 
 # --- 2. va throughput ----------------------------------------------------------------
@@ -215,6 +333,46 @@ def va_speed(args):
     table(
         "Mode va throughput, StandardScaler | LogisticRegression, Hyperplane(n_features=20)",
         ["variant", "window", "events", "ms / event", "events / s"],
+        rows,
+    )
+    if args.baseline_tree:
+        va_against_baseline(args, data)
+
+
+def _va(cls, window: int, generic: bool):
+    clf = cls(lr(), mode="va", window=window)
+    if generic:
+        clf._state.matrix = None
+    return clf
+
+
+def va_against_baseline(args, data):
+    """Mode va of this checkout and of ``--baseline-tree``, side by side in shuffled
+    blocks (each path its own pair), after both have learned the first ``window``."""
+    w = args.va_window
+    rows = []
+    for name, generic, n in [
+        ("va, numpy path for (scaled) LR", False, args.va_speed_events),
+        ("va, object by object", True, max(20, args.va_speed_events // 10)),
+    ]:
+        variants = {
+            name: _va(VennAbersClassifier, w, generic),
+            f"{name} (baseline)": InTree(args.baseline_tree, lambda cls, g=generic: _va(cls, w, g)),
+        }
+        for v in variants.values():
+            with v if isinstance(v, InTree) else contextlib.nullcontext():
+                for x, y in data[:w]:
+                    v.learn_one(x, y)
+        timed = data[w : w + n]
+        blocks = side_by_side(variants, [], timed, random.Random(1), block=max(5, n // 10))
+        ours, theirs = np.array(blocks[name]), np.array(blocks[f"{name} (baseline)"])
+        ratios = ours / theirs
+        spread = f"{ratios.min():.3f}-{ratios.max():.3f}"
+        rows.append((name, f"{np.median(ours) * 1e3:.2f}", f"{np.median(theirs) * 1e3:.2f}",
+                     f"{np.median(ratios):.3f}", spread))  # fmt: skip
+    table(
+        f"Mode va against {args.baseline_tree} (window {w}; per-block ratio, same events)",
+        ["variant", "ms / event", "baseline ms / event", "ratio (median block)", "range"],
         rows,
     )
 
@@ -593,6 +751,16 @@ def main(argv=None):
     ap.add_argument("--batch-events", type=int, help="rows timed per model (default 20000)")
     ap.add_argument("--repeats", type=int, help="runs of the mini-batch pairs (default 5)")
     ap.add_argument("--accuracy-events", type=int, help="synthetic stream length (5000)")
+    ap.add_argument(
+        "--pickled",
+        action="store_true",
+        help="cost: pickle each variant's model once after its warm-up, as a checkpoint does",
+    )
+    ap.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="cost: also time the streamcal in DIR (an older checkout), side by side",
+    )
     ap.add_argument(
         "--only",
         choices=["cost", "va", "quality", "va-quality", "mondrian", "minibatch", "accuracy"],

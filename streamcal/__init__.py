@@ -43,6 +43,8 @@ _PUBLIC = {
     "VennAbersInterval": "streamcal.learner",
     "VennAbersMultiClassifier": "streamcal.learner",
     "MulticlassPrediction": "streamcal.learner",
+    "Unlearned": "streamcal.learner",
+    "UnlearnedWarning": "streamcal.learner",
     # --- monitoring ---
     "CalibrationTracker": "streamcal.monitoring",
     "MetricLogWriter": "streamcal.monitoring",
@@ -74,6 +76,8 @@ __all__ = [
     "VennAbersInterval",
     "VennAbersMultiClassifier",
     "MulticlassPrediction",
+    "Unlearned",
+    "UnlearnedWarning",
     # monitoring
     "CalibrationTracker",
     "MetricLogWriter",

@@ -132,10 +132,11 @@ def _main(args) -> int:
         raise UsageError(str(exc)) from None
 
     from streamcal.stream.processor import Processor
+    from streamcal.stream.state.kv import StoreError
 
     try:
         processor = Processor(config)
-    except (ValueError, CheckpointError) as exc:
+    except (ValueError, CheckpointError, StoreError) as exc:  # StoreError: names its path
         raise UsageError(str(exc)) from None
 
     stop = threading.Event()
@@ -149,6 +150,7 @@ def _main(args) -> int:
 
     from streamcal.stream.kafka.group import GroupError
     from streamcal.stream.kafka.ordering import LostInput, UnreadableBatch
+    from streamcal.stream.kafka.preflight import SetupError
     from streamcal.stream.kafka.sink import Fenced
 
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
@@ -156,11 +158,14 @@ def _main(args) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
-    except (GroupError, CheckpointError) as exc:  # refused: another instance, the topics
-        raise UsageError(str(exc)) from None
+    except (GroupError, CheckpointError, SetupError) as exc:  # refused: another instance,
+        raise UsageError(str(exc)) from None  # the topics, the TLS or SASL set-up
     except UnreadableBatch as exc:  # its message says where, why and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 3
+    except StoreError as exc:  # a full or read-only disk: the message names the directory
+        print(f"streamcal run: error: {exc}", file=sys.stderr)
+        return 1
     except LostInput as exc:  # its message says where, what the log holds and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 4

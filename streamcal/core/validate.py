@@ -10,6 +10,12 @@ from numbers import Integral, Real
 import numpy as np
 
 
+class NonFiniteScore(ValueError):
+    """A model's output is not a finite number (NaN, an infinity): a model broken by what
+    it learned, told apart from other errors so that the learning that broke it can be
+    undone (``streamcal.learner.guard``)."""
+
+
 def check_score(score) -> float:
     """Return ``score`` as a float, or raise ``ValueError`` naming it.
 
@@ -30,6 +36,73 @@ def check_score(score) -> float:
     if not math.isfinite(value):
         raise ValueError(f"score must be a finite real number, got {score!r}")
     return value
+
+
+def check_features(x: dict) -> dict:
+    """``x`` itself, or ``ValueError`` naming the first feature whose value is a number
+    that is not finite: NaN, an infinity, or an integer beyond the float range (a model
+    turns it into one). Other values (strings, None, ...) are the model's to judge.
+
+    One C-level sum decides the common case: a sum of finite numbers is finite unless it
+    overflows, and any NaN or infinity makes it non-finite; anything else (a sum that
+    overflows, a value that is not a number) goes the long way, value by value.
+
+    >>> check_features({"a": 1.5, "b": 2, "c": "red"})
+    {'a': 1.5, 'b': 2, 'c': 'red'}
+    >>> check_features({"a": 1e308, "b": 1e308})  # each is finite
+    {'a': 1e+308, 'b': 1e+308}
+    >>> check_features({"a": 1.0, "b": float("nan")})
+    Traceback (most recent call last):
+    ...
+    ValueError: feature 'b' is not finite: nan
+    """
+    try:
+        if math.isfinite(sum(x.values())):
+            return x
+    except (TypeError, OverflowError):
+        pass
+    for k, v in x.items():
+        why = not_finite(v)
+        if why is not None:
+            raise ValueError(f"feature {short_repr(k)} {why}")
+    return x
+
+
+def not_finite(v) -> str | None:
+    """Why the value ``v`` is a number that is not finite (``"is not finite: nan"``), or
+    None: a finite number, or not a number at all.
+
+    >>> not_finite(2.0), not_finite("x"), not_finite(float("-inf")), not_finite(10**400)
+    (None, None, 'is not finite: -inf', 'is beyond the float range: an integer of 401 digits')
+    """
+    if type(v) is float:
+        return None if v - v == 0.0 else f"is not finite: {v!r}"
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return f"is beyond the float range: an integer of {len(str(abs(int(v))))} digits"
+    return None if math.isfinite(f) else f"is not finite: {v!r}"
+
+
+def suspect(x: dict) -> tuple:
+    """(feature, value) of ``x`` most likely to break a model that learns it: the first
+    value that is a number but not finite, else the number of largest magnitude; (None,
+    None) if it has no number.
+
+    >>> suspect({"a": 2.0, "b": -1e300, "c": "red"}), suspect({"c": "red"})
+    (('b', -1e+300), (None, None))
+    """
+    best, size = (None, None), -1.0
+    for k, v in x.items():
+        if not_finite(v) is not None:
+            return k, v
+        if isinstance(v, Real) and not isinstance(v, (bool, np.bool_)):
+            a = abs(float(v))
+            if a > size:
+                best, size = (k, v), a
+    return best
 
 
 def check_label(label) -> int:

@@ -25,7 +25,7 @@ from river import base, compose
 
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.protector import check_probability
-from streamcal.core.validate import check_label
+from streamcal.core.validate import check_features, check_label
 from streamcal.learner.alarm import snapshot_period
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.minibatch import Batch
@@ -284,6 +284,11 @@ class VennAbersClassifier(VennAbersWrapper):
         return [False, True] if self._multi is None else list(self._multi.classes.labels)
 
     @property
+    def unlearned(self):
+        """See ``VennAbersWrapper.unlearned`` (once multiclass, the multiclass side's)."""
+        return super().unlearned if self._multi is None else self._multi.unlearned
+
+    @property
     def categories(self) -> list:
         """With ``by``: the categories that have a calibration set, least recently labelled
         first (None is the category of objects without the feature ``by``); else ``[]``."""
@@ -367,6 +372,7 @@ class VennAbersClassifier(VennAbersWrapper):
             by=self.by,
             max_categories=self.max_categories,
         )
+        self._multi.warn_unlearned = self.warn_unlearned
 
     def _multiclass_model(self, x: dict) -> bool:
         """Whether, before any label, the wrapped model already predicts other classes than
@@ -444,6 +450,7 @@ class VennAbersClassifier(VennAbersWrapper):
         """
         if self._multi is not None:
             return self._multi.predict_interval_one(x, **kwargs)
+        check_features(x)
         st = self._state
         try:
             score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
@@ -461,6 +468,7 @@ class VennAbersClassifier(VennAbersWrapper):
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         if self._multi is not None:
             return self._multi.predict_proba_one(x, **kwargs)
+        check_features(x)
         try:
             _, p0, p1 = self._state.predict(x, *self._category(kwargs))
         except ValueError:
@@ -490,7 +498,14 @@ class VennAbersClassifier(VennAbersWrapper):
         stream processor keeps it); without ``protect`` it is not used.
 
         A label that is not binary turns a classifier that has learned nothing multiclass,
-        and is refused (``ValueError``) by one that has learned binary labels."""
+        and is refused (``ValueError``) by one that has learned binary labels. So is a
+        feature that is not finite (NaN, an infinity).
+
+        Learning cannot leave the model broken (``streamcal.learner.guard``): an object
+        whose learning leaves the model's output non-finite (a feature of 1e300, say) is
+        undone and not learned; it is reported in ``unlearned`` and as an
+        ``UnlearnedWarning``. In the default mode the model learns an object later, at a
+        refresh, so the report may come at another label's ``learn_one``."""
         if self._multi is not None:
             kwargs.pop("p", None)
             return self._multi.learn_one(x, y, **kwargs)
@@ -500,6 +515,7 @@ class VennAbersClassifier(VennAbersWrapper):
             self._take_multiclass([y])  # turns multiclass, or raises
             kwargs.pop("p", None)
             return self._multi.learn_one(x, y, **kwargs)
+        check_features(x)
         prot = self._protection
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
@@ -515,10 +531,13 @@ class VennAbersClassifier(VennAbersWrapper):
             if base is None:  # not given nor remembered: the p x gets now, before its label
                 _, p0, p1 = self._state.predict(x, *self._category(kwargs))
                 base = SCALAR_MERGES[self.merge](p0, p1)
+        st = self._state
         if kwargs:
-            self._state.learn(x, y, *self._category(kwargs))
+            st.learn(x, y, *self._category(kwargs))
         else:
-            self._state.learn(x, y)
+            st.learn(x, y)
+        if st.guard.unlearned and self._take_reports(st.guard):
+            return  # this label was refused as a whole: the protector does not learn it
         if prot is not None:  # after the model's learn: a model error leaves all unchanged
             prot.learn(category, base, y)
             prot.observe(category, self._category_state(category), x, y, before=False,
@@ -590,6 +609,8 @@ class VennAbersClassifier(VennAbersWrapper):
         st = self._state
         if self._protection is None:
             st.learn_many(rows, labels, batch=batch)
+            if st.guard.unlearned:
+                self._take_reports(st.guard)
             return
         # With protection every row is learn_one's (its base p, its protector's label);
         # in the default mode the model still learns the batch as one (begin_batch).
@@ -615,6 +636,7 @@ class VennAbersClassifier(VennAbersWrapper):
         """
         if self._multi is not None:
             return {"task": "multiclass", **self._multi.to_state()}
+        self._settle()
         return {
             **self._settings_state(),
             "min_category": self.min_category,

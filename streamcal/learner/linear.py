@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from river import compose, linear_model, optim, preprocessing
 
+from streamcal.core.validate import NonFiniteScore
+
 __all__ = ["FeatureMatrix", "linear_parts"]
 
 
@@ -142,7 +144,8 @@ def score_rows(parts, columns: list, X: np.ndarray) -> np.ndarray:
         sd = np.sqrt(v)
         with np.errstate(invalid="ignore", divide="ignore"):
             X = np.where(v > 0, (X - m) / np.where(v > 0, sd, 1.0), 0.0)
-    terms = np.where(np.isnan(X), 0.0, X * w)
+    with np.errstate(over="ignore", invalid="ignore"):  # not finite: check_finite says so
+        terms = np.where(np.isnan(X), 0.0, X * w)
     z = np.zeros(len(X))
     for j in range(terms.shape[1]):  # fixed order: equal rows get bit-equal sums
         z += terms[:, j]
@@ -152,6 +155,6 @@ def score_rows(parts, columns: list, X: np.ndarray) -> np.ndarray:
 
 def check_finite(scores: np.ndarray) -> np.ndarray:
     if not np.isfinite(scores).all():
-        bad = scores[~np.isfinite(scores)][0]
-        raise ValueError(f"the wrapped model returned P(True) = {bad!r}, not a finite number")
+        bad = float(scores[~np.isfinite(scores)][0])
+        raise NonFiniteScore(f"the wrapped model returned P(True) = {bad!r}, not a finite number")
     return scores

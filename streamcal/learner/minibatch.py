@@ -6,8 +6,11 @@ answer with a ``DataFrame`` of class probabilities (``predict_proba_many``) or a
 ``Series`` of classes (``predict_many``), indexed as the features were. The Venn-Abers
 classifiers follow that, with these rules:
 
-* **Rows.** Each row is the dict ``river.stream.iter_pandas`` would give (every column,
-  NaN kept), so a mini-batch means what the same rows one by one mean.
+* **Rows.** Each row is the dict ``river.stream.iter_pandas`` would give (every column),
+  so a mini-batch means what the same rows one by one mean. A value that is not finite
+  is refused (``ValueError`` naming the column and the row), as ``learn_one`` refuses
+  it: pandas writes a missing value as NaN, which a model would learn as a number and
+  break on; fill or drop missing values first.
 * **predict_proba_many** equals ``predict_proba_one`` on every row, on the same state.
   Where it can it scores the whole batch at once (``streamcal.learner.scoring.
   batch_scores``) and reads the calibration store in one pass (``ScoreStore.
@@ -44,6 +47,7 @@ import bisect
 import numpy as np
 from river import base, compose
 
+from streamcal.core.validate import not_finite, short_repr
 from streamcal.learner.scoring import _sorted_keys
 
 __all__ = [
@@ -77,6 +81,33 @@ class Batch:
         self.columns = list(X.columns)
         self._rows: list | None = None
         self._matrix = False  # not computed yet (None: not numeric)
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        """``ValueError`` naming the first value that is a number but not finite (the
+        rule of ``streamcal.core.validate.check_features``, by column)."""
+        X = self.frame
+        numeric = [dt.kind in "biuf" for dt in X.dtypes]
+        if all(numeric):
+            m = X.to_numpy(dtype=np.float64)
+            if np.isfinite(m).all():
+                self._matrix = m  # what matrix() would compute
+                return
+        for j, (name, is_number) in enumerate(zip(self.columns, numeric, strict=True)):
+            column = X.iloc[:, j]
+            if is_number:
+                bad = np.flatnonzero(~np.isfinite(column.to_numpy(dtype=np.float64)))
+                found = (bad[0], float(column.iloc[bad[0]])) if len(bad) else None
+            else:
+                found = next(((i, v) for i, v in enumerate(column.tolist())
+                              if not_finite(v) is not None), None)  # fmt: skip
+            if found is not None:
+                i, v = found
+                raise ValueError(
+                    f"feature {short_repr(name)} {not_finite(v) or 'is not finite'} (row "
+                    f"{short_repr(X.index[i])}); pandas writes a missing value as NaN: fill "
+                    "or drop missing values first"
+                )
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -212,6 +243,22 @@ class BatchRanges:
         self.left[i] -= k
         if self.left[i] <= 0:
             del self.first[i], self.last[i], self.left[i]
+
+    def copy(self) -> BatchRanges:
+        return BatchRanges.from_state(self.to_state())
+
+    def forget(self, positions) -> None:
+        """The objects at ``positions`` have left (learned or not): as ``learned``, one by one.
+
+        >>> r = BatchRanges()
+        >>> r.add(first=1, n=3)
+        >>> r.forget([1, 2, 7]); len(r), r.forget([3]), len(r)
+        (1, None, 0)
+        """
+        for p in positions:
+            batch = self.batch_of(p)
+            if batch is not None:
+                self.learned(batch, 1)
 
     def to_state(self) -> list:
         return [list(t) for t in zip(self.first, self.last, self.left, strict=True)]

@@ -51,14 +51,10 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from streamcal.core import ScoreStore
-from streamcal.learner.minibatch import (
-    BatchRanges,
-    learn_in_order,
-    learns_in_batches,
-    pairs_row_by_row,
-)
-from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_sorted
+from streamcal.learner.guard import Guarded, ModelGuard
+from streamcal.learner.minibatch import BatchRanges, learns_in_batches, pairs_row_by_row
+from streamcal.learner.pretrained import PretrainedVennAbers, learn_guarded
+from streamcal.learner.scoring import FeatureOrder, score_sorted
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
@@ -108,6 +104,7 @@ class _Category(PretrainedVennAbers):
     def __init__(self, owner: MondrianVennAbers):
         super().__init__(owner.model, owner.window, owner.refresh_every)
         self.owner = owner
+        self.guard = owner.guard  # the model's: the owner's learning goes through it
         self.positions: deque = deque()  # stream position of each calibration object
 
     def _refresh(self, k: int) -> None:
@@ -131,7 +128,7 @@ class _Category(PretrainedVennAbers):
         return self
 
 
-class MondrianVennAbers(OrdersFeatures):
+class MondrianVennAbers(Guarded):
     """Per-category state of any mode, sharing one model (see the module docstring).
 
     >>> from river import linear_model
@@ -176,6 +173,12 @@ class MondrianVennAbers(OrdersFeatures):
         self.pooled = ScoreStore() if fallback == "pooled" else None
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
         self._order = FeatureOrder()  # for categories without a state yet
+        self.guard = ModelGuard(model)  # one for the shared model, whichever mode
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for st in self.categories.values():  # pickled before the guard: share the owner's
+            st.guard = self.guard
 
     # The sum of the categories' calibration sizes, kept as labels come (read for every
     # prediction: a sum over the categories would make each one O(categories)); None:
@@ -192,8 +195,8 @@ class MondrianVennAbers(OrdersFeatures):
         if self.mode == "pretrained":
             return self._category_type(self)
         if self.mode == "sva":
-            return SimplifiedVennAbers(self.model, self.window, self.refresh_every)
-        return VennAbers(self.model, self.window)
+            return SimplifiedVennAbers(self.model, self.window, self.refresh_every, self.guard)
+        return VennAbers(self.model, self.window, self.guard)
 
     def category(self, x):
         """The category of ``x`` (see the module docstring): ``category_of``, warning at
@@ -228,7 +231,8 @@ class MondrianVennAbers(OrdersFeatures):
             p0, p1 = self.pooled.query(s)
             return s, p0, p1
         if self.mode == "va" and st._seen != self._n_model_learns:
-            st._cache, st._seen = None, self._n_model_learns  # another category taught it
+            st._cache, st._pickled = None, None  # another category taught it
+            st._seen = self._n_model_learns
         return st.predict(x)
 
     def pairs_many(self, batch):
@@ -270,7 +274,12 @@ class MondrianVennAbers(OrdersFeatures):
             self._resized(st, before)
             return
         st.positions.append(self.n_seen)
-        st.learn(x, y)
+        try:
+            st.learn(x, y)
+        except BaseException:  # the model could not score x: nothing was taken
+            st.positions.pop()
+            self.n_seen -= 1
+            raise
         self._resized(st, before)
         if self.pooled is not None:
             self.pooled.add(st.calibration[-1][2], y)
@@ -296,16 +305,15 @@ class MondrianVennAbers(OrdersFeatures):
                 self.waiting.append((st.positions.popleft(), item[0], item[1]))
             st.n_learned += max(0, k)
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
-        if self.batches:  # some of them came in mini-batches
-            label = self._model_label
-            items = [(pos, xo, label(yo)) for pos, xo, yo in self.waiting]
-            learn_in_order(self.model, items, self.batches)
-        else:
-            for _, xo, yo in self.waiting:
-                self.model.learn_one(xo, self._model_label(yo))
+        label = self._model_label
+        items = [(pos, xo, label(yo)) for pos, xo, yo in self.waiting]
+        learn_guarded(self, items, self._rescore_all)
         self.n_learned += len(self.waiting)
         self.waiting = []
         self._size = None  # every category was cut: recomputed when read
+
+    def _rescore_all(self) -> None:
+        """Rescore every category with the model as it is (and the pooled store)."""
         scores, labels = [], []
         for st in self.categories.values():
             st.rescore()
@@ -353,9 +361,9 @@ class MondrianVennAbers(OrdersFeatures):
             if self.mode == "pretrained":
                 st = self._category_type.from_state(st_state, owner=self)
             elif self.mode == "sva":
-                st = SimplifiedVennAbers.from_state(st_state, model=model)
+                st = SimplifiedVennAbers.from_state(st_state, model=model, guard=self.guard)
             else:
-                st = VennAbers.from_state(st_state, model=model)
+                st = VennAbers.from_state(st_state, model=model, guard=self.guard)
             st._seen = state["n_model_learns"]  # the restored caches are empty anyway
             self.categories[_key(c)] = st
         self.evictions = state["evictions"]

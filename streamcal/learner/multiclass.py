@@ -30,6 +30,7 @@ from streamcal.core.multiclass import TopLabel, scheme_class
 from streamcal.learner.minibatch import BatchRanges
 from streamcal.learner.mondrian import _FROM_X, MondrianVennAbers, _Category
 from streamcal.learner.pretrained import PretrainedVennAbers
+from streamcal.learner.scoring import NonFiniteScore, unscorable
 
 __all__ = ["Classes", "MulticlassMondrian", "MulticlassPretrained", "Stores", "score_vector"]
 
@@ -67,7 +68,10 @@ class Classes:
 def score_vector(model, x, classes: Classes) -> tuple[float, ...]:
     """The model's probability of each known class for ``x`` (canonical), 0 for a class it
     does not return; a class it returns that is new is registered first."""
-    proba = model.predict_proba_one(x)
+    try:
+        proba = model.predict_proba_one(x)
+    except ArithmeticError as exc:  # as ``score_sorted``
+        raise NonFiniteScore(unscorable(x, exc)) from None
     index = classes._index
     for c in proba:
         if c not in index:
@@ -77,7 +81,7 @@ def score_vector(model, x, classes: Classes) -> tuple[float, ...]:
     if not math.isfinite(sum(s)):  # finite unless an entry is not (or they overflow)
         for v in s:
             if not math.isfinite(v):
-                raise ValueError(f"the wrapped model returned a probability {v!r}, not finite")
+                raise NonFiniteScore(f"the wrapped model returned a probability {v!r}, not finite")
     return s
 
 

@@ -10,6 +10,7 @@ from river import base
 
 from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
+from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
@@ -257,6 +258,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         return k, p0, p1, shape
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        check_features(x)
         s, stores = self._state.predict(x, *self._category(kwargs))
         return dict(zip(self.classes.labels, self._vector(s, stores)[3], strict=True))
 
@@ -267,6 +269,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
 
     def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
+        check_features(x)
         s, stores = self._state.predict(x, *self._category(kwargs))
         labels = self.classes.labels
         if not labels:
@@ -329,9 +332,17 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         return MappingProxyType({}) if self._alarm is None else self._alarm.alarms
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
+        """Learn class ``y`` of ``x`` (with ``by``, ``category=`` as for the prediction).
+        A feature that is not finite is refused (``ValueError``); an object whose learning
+        would leave the model's output non-finite is not learned (reported in
+        ``unlearned`` and as an ``UnlearnedWarning``, see ``VennAbersClassifier``)."""
         _check_class(y)
+        check_features(x)
         label = self.classes.index(y)
-        self._state.learn(x, label, *self._category(kwargs))
+        st = self._state
+        st.learn(x, label, *self._category(kwargs))
+        if st.guard.unlearned:
+            self._take_reports(st.guard)  # pretrained: never this label, taken at once
         if self._alarm is not None:
             if self.by is None:
                 c, st = None, self._state
@@ -380,7 +391,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         for y in labels:
             _check_class(y)
         indices = [self.classes.index(y) for y in labels]
-        self._state.learn_many(batch.rows(), indices, batch=batch)
+        st = self._state
+        st.learn_many(batch.rows(), indices, batch=batch)
+        if st.guard.unlearned:
+            self._take_reports(st.guard)
 
     def to_state(self) -> dict:
         """The classifier as plain data: settings, the classes in order, the river model's

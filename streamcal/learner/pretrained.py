@@ -25,12 +25,21 @@ only, never on the data, so validity is kept.
 Cost per labelled event: one model score (shared with the preceding prediction of the
 same object), one store insertion; amortised, one ``learn_one`` and
 ``window / refresh_every`` rescorings.
+
+Each batch goes through the model's guard (``streamcal.learner.guard``): the model is
+pickled before it, and if the rescored calibration set or one more learning step on a
+copy is not finite (or learning raises), the batch is undone, the objects to blame are
+found by bisection and left unlearned (reported), and the others are learned again. The
+objects left out had served in the calibration set; the scoring function is still made
+of past objects only, so validity is kept. Cost: two pickles of the model and one extra
+learning step per refresh.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from streamcal.learner.guard import ModelGuard, lookahead
 from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
 from streamcal.learner.scoring import batch_scores, score_sorted
 from streamcal.learner.window import CalibrationWindow
@@ -65,6 +74,7 @@ class PretrainedVennAbers(CalibrationWindow):
         self.n_learned = 0
         self.version = 0  # bumped whenever the model changes; guards the score cache
         self._cache = None  # (features, version, score) of the last object scored
+        self.guard = ModelGuard(model)
 
     @property
     def calibration_size(self) -> int:
@@ -157,22 +167,45 @@ class PretrainedVennAbers(CalibrationWindow):
         return self
 
     def _refresh(self, k: int) -> None:
-        if self.batches:  # some of them came in mini-batches
-            first = self.n_seen - len(self.calibration) + 1  # the oldest one's position
-            label = self._model_label
-            items = [
-                (first + i, c[0], label(c[1]))
-                for i, c in enumerate(self.calibration.popleft() for _ in range(k))
-            ]
-            learn_in_order(self.model, items, self.batches)
-        else:
-            for _ in range(k):
-                xo, yo, _ = self.calibration.popleft()
-                self.model.learn_one(xo, self._model_label(yo))
+        first = self.n_seen - len(self.calibration) + 1  # the oldest one's position
+        label = self._model_label
+        items = [
+            (first + i, c[0], label(c[1]))
+            for i, c in enumerate(self.calibration.popleft() for _ in range(k))
+        ]
+        learn_guarded(self, items, self.rescore)
         self.n_learned += k
-        self.rescore()
 
     def rescore(self) -> None:
         """Score the calibration set with the (new) model and rebuild the store."""
         self.version += 1  # invalidates the score cache
         self.calibration = self._rescored(self.calibration)
+
+
+def learn_guarded(owner, items: list, rescore) -> None:
+    """``owner``'s model learns ``items`` (``(position, x, y)`` in stream order, its
+    mini-batches from ``owner.batches`` learned with one call each) through its guard,
+    checked by ``rescore()`` (which raises ``NonFiniteScore`` if a score is not finite)
+    and one more step with the last object; ``rescore()`` has been done on the final
+    model when this returns. ``owner``: the pre-trained mode, or the Mondrian one."""
+    model, ranges = owner.model, owner.batches
+    used = [ranges]  # the copy of the ranges that the last attempt consumed
+
+    def learn(part):
+        if ranges:
+            used[0] = ranges.copy()
+            learn_in_order(model, part, used[0])
+        else:
+            for _, x, y in part:
+                model.learn_one(x, y)
+
+    def check(part):
+        rescore()
+        return lookahead(model, *part[-1][1:]) if part else None
+
+    if owner.guard.learn_batch(items, learn, check, owner.n_seen):
+        rescore()
+        if ranges:
+            ranges.forget(p for p, _, _ in items)
+    elif ranges:
+        owner.batches = used[0]

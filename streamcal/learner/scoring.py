@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 from river import compose
 
-from streamcal.core.validate import check_score
+from streamcal.core.validate import NonFiniteScore, check_score, suspect
 
 __all__ = [
+    "NonFiniteScore",
     "FeatureOrder",
     "canonical",
     "ordered",
@@ -126,9 +127,22 @@ def score_sorted(model, x) -> float:
     A model that has seen only one class may return a one-key dict: the missing class
     then has probability 0 (or its complement, whichever key is present).
 
-    ``x`` must already be in canonical order (``canonical(x)``).
+    ``x`` must already be in canonical order (``canonical(x)``). A model whose arithmetic
+    overflows on ``x`` (river's Gaussian estimators square a feature of 1e300) raises
+    ``NonFiniteScore`` naming the feature most likely to blame.
     """
-    return _p_true(model.predict_proba_one(x))
+    try:
+        return _p_true(model.predict_proba_one(x))
+    except ArithmeticError as exc:  # OverflowError, ZeroDivisionError: no finite output
+        raise NonFiniteScore(unscorable(x, exc)) from None
+
+
+def unscorable(x: dict, exc: BaseException) -> str:
+    """The message of a model that could not score ``x`` (``exc``), naming its feature
+    most likely to blame (``streamcal.core.validate.suspect``)."""
+    feature, value = suspect(x)
+    blame = "" if feature is None else f" (its feature {feature!r} = {value!r})"
+    return f"the wrapped model could not score the object{blame}: {exc!r}"
 
 
 def _p_true(proba) -> float:
@@ -147,6 +161,10 @@ def _p_true(proba) -> float:
     try:
         return check_score(p)
     except ValueError:
+        if isinstance(p, float | np.floating):
+            raise NonFiniteScore(
+                f"the wrapped model returned P(True) = {p!r}, not a finite number"
+            ) from None
         raise ValueError(
             f"the wrapped model returned P(True) = {p!r}, not a finite number"
         ) from None

@@ -11,12 +11,18 @@ No validity guarantee: in-sample scores are not those of a Venn predictor (Propo
 2 of the paper), and stale scores from an online model that keeps changing its scale
 can be badly biased. Cost per labelled event: one ``learn_one``, one score, one store
 update (plus ``window / refresh_every`` rescorings when refreshing).
+
+Every step goes through the model's guard (``streamcal.learner.guard``): the in-sample
+score is the check, and a label whose step leaves it non-finite is undone and refused
+(nothing of it is stored); one found later to have broken the model silently is undone
+too, its pair staying in the store.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from streamcal.learner.guard import ModelGuard
 from streamcal.learner.minibatch import learns_in_batches
 from streamcal.learner.scoring import LearnScore, score_sorted
 from streamcal.learner.window import CalibrationWindow
@@ -37,12 +43,14 @@ class SimplifiedVennAbers(CalibrationWindow):
     3
     """
 
-    def __init__(self, model, window: int | None, refresh_every: int | None):
+    def __init__(self, model, window: int | None, refresh_every: int | None,
+                 guard: ModelGuard | None = None):  # fmt: skip
         super().__init__(model, window, refresh_every)
         # (features or None, label, score), oldest first; unused when window is None
         self.pairs: deque = deque()
         self.n_seen = 0
         self._learn_score = LearnScore(model)
+        self.guard = ModelGuard(model) if guard is None else guard  # with by: the owner's
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -58,9 +66,10 @@ class SimplifiedVennAbers(CalibrationWindow):
         return self._window_state(pairs=[list(p) for p in self.pairs], n_seen=self.n_seen)
 
     @classmethod
-    def from_state(cls, state: dict, *, model) -> SimplifiedVennAbers:
-        """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls._from_window_state(state, model=model)
+    def from_state(cls, state: dict, *, model, guard: ModelGuard | None = None):
+        """The mode object ``to_state`` described, scoring with ``model`` (guarded by
+        ``guard``, with ``by`` the owner's)."""
+        self = cls._from_window_state(state, model=model, guard=guard)
         self.pairs = deque(tuple(p) for p in state["pairs"])
         self.n_seen = state["n_seen"]
         return self
@@ -75,9 +84,15 @@ class SimplifiedVennAbers(CalibrationWindow):
 
     def learn(self, x, y: int) -> None:
         keep = self.refresh_every and self.window is not None
-        # the order the model always sees; a copy only if the features are kept
-        x = self._order.canonical(x) if keep else self._order.ordered(x)
-        self._add(x, y, self._learn_score(x, bool(y)), keep)
+        # the order the model always sees; a copy, kept by the guard until its next pickle
+        cx = self._order.canonical(x) if keep else self._order.ordered(x)
+        s = self.guard.learn_step(cx if cx is not x else dict(x), bool(y), self._step)
+        if s is not None:  # else refused: nothing of it is kept
+            self._add(cx, y, s, keep)
+
+    def _step(self, model, x, y) -> float:
+        """The guarded step: learn, then the in-sample score (its check)."""
+        return self._learn_score(x, y)
 
     def learn_many(self, rows, labels, batch=None) -> None:
         """A model with river's ``learn_many`` learns the batch at once, then every row
@@ -87,13 +102,10 @@ class SimplifiedVennAbers(CalibrationWindow):
             for x, y in zip(rows, labels, strict=True):
                 self.learn(x, y)
             return
-        import pandas as pd
-
         keep = self.refresh_every and self.window is not None
         xs = [self._order.canonical(x) for x in rows]
-        self.model.learn_many(pd.DataFrame(xs), pd.Series([bool(y) for y in labels]))
-        for x, y in zip(xs, labels, strict=True):
-            self._add(x, y, score_sorted(self.model, x), keep)
+        for x, y, s in self.guard.learn_rows(xs, labels):
+            self._add(x, y, s, keep)
 
     def _add(self, x, y: int, s: float, keep) -> None:
         """Store the pair of ``x`` (learned, scored ``s``): the window and its rescoring."""

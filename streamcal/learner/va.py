@@ -12,6 +12,13 @@ state after learning the window and x does not depend on their order (e.g. Gauss
 Bayes: sums of sufficient statistics); for order-dependent learners such as SGD it is the
 faithful online reading of Algorithm 1. Cost per prediction: two model copies, two
 ``learn_one`` and 2 * (window + 1) scores, i.e. O(window).
+
+The model's learning goes through its guard (``streamcal.learner.guard``): after each
+step the learned object is scored, and scored again after one more step on a copy (the
+check: a prediction teaches copies of the model the test object, so a model broken
+silently would fail the next prediction); a label whose step fails is undone and refused
+(it does not enter the window). Cost: one model copy, one ``learn_one`` and two scores
+per label, next to the O(window) of each prediction.
 """
 
 from __future__ import annotations
@@ -22,14 +29,15 @@ from collections import deque
 import numpy as np
 
 from streamcal.core import venn_abers
+from streamcal.learner.guard import Guarded, ModelGuard, learn_and_look
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
 from streamcal.learner.minibatch import learns_in_batches, pairs_row_by_row
-from streamcal.learner.scoring import FeatureOrder, OrdersFeatures, score_many, score_sorted
+from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
 
 __all__ = ["VennAbers"]
 
 
-class VennAbers(OrdersFeatures):
+class VennAbers(Guarded):
     """State of the "va" mode (see the module docstring).
 
     >>> from river import naive_bayes
@@ -40,8 +48,11 @@ class VennAbers(OrdersFeatures):
     4
     """
 
-    def __init__(self, model, window: int):
+    _pickled = None  # objects pickled before it existed
+
+    def __init__(self, model, window: int, guard: ModelGuard | None = None):
         self.model = model
+        self.guard = ModelGuard(model) if guard is None else guard  # with by: the owner's
         self.window = window
         self.objects: deque = deque()  # (features, label), oldest first
         # (Scaled) logistic regression: the window is also kept as a matrix and rescored
@@ -51,6 +62,7 @@ class VennAbers(OrdersFeatures):
         self.version = 0  # bumped at every learn; guards the prediction cache
         self._cache = None  # (features, version, prediction) of the last object predicted
         self._order = FeatureOrder()
+        self._pickled = None  # (version, the model's pickle), taken by the guard's check
 
     @property
     def calibration_size(self) -> int:
@@ -67,8 +79,13 @@ class VennAbers(OrdersFeatures):
             xs = [o[0] for o in self.objects]
             xs.append(x)
             labels = np.fromiter((o[1] for o in self.objects), dtype=np.int64, count=len(xs) - 1)
-        # A pickle round-trip copies the exact state, 2-3x faster than deepcopy for river models.
-        model_bytes = pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL)
+        # A pickle round-trip copies the exact state, 2-3x faster than deepcopy for river
+        # models; the guard's check of the last learning step pickled it already.
+        pickled = self._pickled
+        if pickled is not None and pickled[0] == self.version:
+            model_bytes = pickled[1]
+        else:
+            model_bytes = pickle.dumps(self.model, protocol=pickle.HIGHEST_PROTOCOL)
         p = []
         for y in (0, 1):
             m = pickle.loads(model_bytes)
@@ -96,9 +113,10 @@ class VennAbers(OrdersFeatures):
         }
 
     @classmethod
-    def from_state(cls, state: dict, *, model) -> VennAbers:
-        """The mode object ``to_state`` described, scoring with ``model``."""
-        self = cls(model, state["window"])
+    def from_state(cls, state: dict, *, model, guard: ModelGuard | None = None) -> VennAbers:
+        """The mode object ``to_state`` described, scoring with ``model`` (guarded by
+        ``guard``, with ``by`` the owner's)."""
+        self = cls(model, state["window"], guard)
         self.objects = deque(tuple(o) for o in state["objects"])
         if state["matrix"] is not None:
             self.matrix = FeatureMatrix.from_state(state["matrix"])
@@ -108,22 +126,25 @@ class VennAbers(OrdersFeatures):
 
     def learn(self, x, y: int) -> None:
         x = self._order.canonical(x)  # a copy, in the order the model always sees
-        self.model.learn_one(x, bool(y))
+        checked = self.guard.learn_step(x, bool(y), learn_and_look)
+        if checked is None:  # refused: not in the window; the model may have changed
+            self.version += 1
+            return
         self._keep(x, y)
+        self._pickled = (self.version, checked[1])
 
     def learn_many(self, rows, labels, batch=None) -> None:
-        """A model with river's ``learn_many`` learns the batch at once, then the window
-        takes every row in order; else ``learn`` row by row."""
+        """A model with river's ``learn_many`` learns the batch at once (rows to blame for
+        breaking it refused), then the window takes every other row in order; else
+        ``learn`` row by row."""
         if not learns_in_batches(self.model):
             for x, y in zip(rows, labels, strict=True):
                 self.learn(x, y)
             return
-        import pandas as pd
-
         xs = [self._order.canonical(x) for x in rows]
-        self.model.learn_many(pd.DataFrame(xs), pd.Series([bool(y) for y in labels]))
-        for x, y in zip(xs, labels, strict=True):
+        for x, y, _ in self.guard.learn_rows(xs, labels):
             self._keep(x, y)
+        self.version += 1  # the rows refused are not kept, but the model has changed
 
     def pairs_many(self, batch):
         """(p0, p1) arrays of every row of ``batch``: ``predict`` row by row."""

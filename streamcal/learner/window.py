@@ -17,9 +17,9 @@ from collections import deque
 import numpy as np
 
 from streamcal.core import ScoreStore, venn_abers
+from streamcal.learner.guard import Guarded
 from streamcal.learner.scoring import (
     FeatureOrder,
-    OrdersFeatures,
     batch_scores,
     near_held,
     score_many,
@@ -28,7 +28,7 @@ from streamcal.learner.scoring import (
 __all__ = ["CalibrationWindow"]
 
 
-class CalibrationWindow(OrdersFeatures):
+class CalibrationWindow(Guarded):
     """Base of the store-backed modes; subclasses add their own pairs and counters."""
 
     def __init__(self, model, window: int | None, refresh_every: int | None):
@@ -87,8 +87,9 @@ class CalibrationWindow(OrdersFeatures):
         return deque((c[0], c[1], s) for c, s in zip(items, scores, strict=True))
 
     @classmethod
-    def _from_window_state(cls, state: dict, *, model):
-        """A mode object with the shared parts of ``state``; the caller restores the rest."""
-        self = cls(model, state["window"], state["refresh_every"])
+    def _from_window_state(cls, state: dict, *, model, **more):
+        """A mode object with the shared parts of ``state`` (``more``: the subclass's own
+        constructor arguments); the caller restores the rest."""
+        self = cls(model, state["window"], state["refresh_every"], **more)
         self.store = ScoreStore.from_arrays(*state["store"])
         return self

@@ -27,10 +27,16 @@ ValueError: this classifier was saved with a callable by: pass it as by=
 from __future__ import annotations
 
 import pickle
+import warnings
+from collections import deque
 
 from river import base
 
+from streamcal.learner.guard import UnlearnedWarning
+
 __all__ = ["VennAbersWrapper"]
+
+KEEP_UNLEARNED = 1000  # reports kept in ``unlearned`` (the newest)
 
 
 class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
@@ -39,6 +45,42 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
     A subclass sets ``model``, ``mode``, ``merge``, ``window``, ``refresh_every`` and
     ``by`` in its ``__init__`` (after ``_check_model``) and ``_state``, its mode object.
     """
+
+    # Whether an object the model did not learn is also given as an ``UnlearnedWarning``
+    # (the stream processor turns the reports into dead letters instead).
+    warn_unlearned = True
+    _unlearned: deque | None = None
+
+    @property
+    def unlearned(self) -> deque:
+        """The objects the wrapped model did not learn because learning them left its
+        output non-finite (or raised), newest last: ``streamcal.learner.guard.Unlearned``
+        reports (object, label, reason, the feature to blame and its value). Each is also
+        given as an ``UnlearnedWarning``. The newest 1000 are kept; clear it once read."""
+        if self._unlearned is None:
+            self._unlearned = deque(maxlen=KEEP_UNLEARNED)
+        return self._unlearned
+
+    def _take_reports(self, guard) -> bool:
+        """Move ``guard``'s new reports to ``unlearned`` (warning each); True if the label
+        just given was refused as a whole (not taken)."""
+        refused = False
+        kept = self.unlearned
+        for report in guard.unlearned:
+            refused = refused or (report.labels_ago == 0 and not report.taken)
+            kept.append(report)
+            if self.warn_unlearned:
+                warnings.warn(str(report), UnlearnedWarning, stacklevel=3)
+        guard.unlearned.clear()
+        return refused
+
+    def _settle(self) -> None:
+        """Before the model is saved: check the steps learned since the guard's last
+        pickle (modes "sva" and "va"), so that a model broken silently is never saved."""
+        guard = self._state.guard
+        guard.settle()
+        if guard.unlearned:
+            self._take_reports(guard)
 
     @staticmethod
     def _check_model(model, kind: str) -> None:

@@ -97,7 +97,7 @@ class MetricEmitter:
             if cfg.metrics_file == "-":
                 self.out = sys.stdout
             else:
-                self.out = open(cfg.metrics_file, "a", encoding="utf-8")  # noqa: SIM115
+                self.out = _MetricsFile(cfg.metrics_file)
                 self._close_out = True
         if self.exporter_class is not None:
             self.exporter = self.exporter_class(cfg.metrics_port, addr=cfg.metrics_addr)
@@ -219,3 +219,30 @@ class MetricEmitter:
             self.out.flush()
         if self.exporter is not None:
             self.exporter.update_categories(rows, labels)
+
+
+class _MetricsFile:
+    """The ``--metrics-file``, appended to: an error of the disk (full, read-only) names
+    the file and what to do."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = self._do(lambda: open(path, "a", encoding="utf-8"))  # noqa: SIM115
+
+    def _do(self, action):
+        try:
+            return action()
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot write the metric log {self.path!r}: {exc.strerror or exc}; "
+                "free space on its disk, or give another --metrics-file (or none)",
+            ) from None  # fmt: skip
+
+    def write(self, text: str) -> None:
+        self._do(lambda: self._file.write(text))
+
+    def flush(self) -> None:
+        self._do(self._file.flush)
+
+    def close(self) -> None:
+        self._do(self._file.close)

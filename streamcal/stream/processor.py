@@ -35,10 +35,12 @@ from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
+from streamcal.stream.kafka.preflight import check_broker
 from streamcal.stream.kafka.sink import TransactionAborted, quiet_false_alarms
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.models import find_model
 from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.kv import check_directory
 from streamcal.stream.state.units import UnitStates
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit, TopicRank
 
@@ -90,9 +92,12 @@ class Processor:
             self.metrics.mark(GLOBAL_UNIT, self.state.counts["events"])
         else:
             self.restored = False
-            # Units come with the group's assignment; check the model and load the
-            # learner's modules before the instance joins (not while a rebalance waits).
+            # Units come with the group's assignment; check the model, the state directory
+            # and load the learner's modules before the instance joins (not while a
+            # rebalance waits).
             find_model(config.model)
+            if config.state_dir is not None:
+                check_directory(config.state_dir)
             importlib.import_module("streamcal.learner.classifier")
 
     @property
@@ -212,6 +217,9 @@ class Processor:
 
     # ------------------------------------------------------------------ Kafka clients
     def _make_outbox(self):
+        # The first client: a TLS or SASL set-up that cannot work is told now, naming the
+        # setting to check (SetupError), not after the clients' 30 s of retries.
+        check_broker(self.config.kafka_client_settings())
         return clients.outbox(self.config, self.instance)
 
     def _make_consumer(self):

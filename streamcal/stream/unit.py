@@ -13,10 +13,17 @@ comes (``pending``, on disk: ``streamcal.stream.pending``); a label that came fi
 joined at once. Per label: decode, join with its waiting event (or wait for it), record
 the loss of the prediction that was made (the tracker), let the model learn. Anything that
 cannot be processed is sent to the dead-letter topic with its original bytes and a
-reason, and leaves the state untouched. The unit only sends: the processor owns the
-clients, the order records come in (``streamcal.stream.kafka.ordering``) and the
-checkpoints. The walk of a record goes one way: the processor hands it to ``handle``,
-which returns whether a metric line is due; the unit calls nothing of the processor.
+reason, and leaves the state untouched. An object the model could not learn without
+breaking (``streamcal.learner.guard``: its learning was undone) is a dead letter too, of
+its label's record: the label just joined (modes "sva" and "va": refused as a whole), or,
+in the default mode, whose model learns an object at a later refresh, one joined
+earlier, found among the records of the labels joined last (``_recent``; one joined
+before a restart, or too long ago, has a dead letter holding its object instead).
+
+The unit only sends: the processor owns the clients, the order records come in
+(``streamcal.stream.kafka.ordering``) and the checkpoints. The walk of a record goes one
+way: the processor hands it to ``handle``, which returns whether a metric line is due;
+the unit calls nothing of the processor.
 
 The state is in two parts that are committed together (``streamcal.stream.state.units``):
 the waiting entries in the unit's ``KVStore``, and the small rest as plain data
@@ -28,12 +35,14 @@ settings in ``FINGERPRINT``.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from enum import IntEnum
 from typing import NamedTuple
 
 import orjson
 
 import streamcal
+from streamcal.learner.guard import SNAPSHOT_PERIOD
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.bounds import size_text
 from streamcal.stream.config import resolved_scheme, settings_of
@@ -162,6 +171,10 @@ class CalibrationUnit:
         self.task = task = task_of(config)(config, FeatureCodec(self.store))
         self._protect = task.protect  # None: off
         self.clf = task.new_classifier()
+        self.clf.warn_unlearned = False  # its reports become dead letters (_unlearned)
+        # (id, record) of the labels given to the learner last, newest last: the records
+        # of the labels whose objects it may still refuse to learn (see _unlearned)
+        self._recent: deque = deque(maxlen=_recent_size(config, task.name))
         self.tracker = self._new_tracker(config)
         self.pending = Pending(
             self.store,
@@ -207,11 +220,14 @@ class CalibrationUnit:
         """The unit but its waiting entries (in the store) as plain data (see
         ``streamcal.stream.state.migrations``)."""
         self.task.report(self.clf, self.tracker, self.counts["labels"])
+        classifier = self.clf.to_state()  # checks the model first: a broken one is not saved
+        if self.clf.unlearned:
+            self._unlearned()
         return {
             "unit": self.unit,
             "fingerprint": dict(self.fingerprint),
             "streamcal_version": self.version,
-            "classifier": self.clf.to_state(),
+            "classifier": classifier,
             "tracker": self.tracker.to_state(),
             "pending": self.pending.to_state(),
             "counts": dict(self.counts),
@@ -232,6 +248,7 @@ class CalibrationUnit:
                    state=state["pending"])  # fmt: skip
         self.clf = self.task.classifier_from_state(state["classifier"], self.clf,
                                                    state["counts"]["labels"])  # fmt: skip
+        self.clf.warn_unlearned = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
@@ -465,9 +482,56 @@ class CalibrationUnit:
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return False
+        if type(rec) is not _Rec:  # a consumer record: only what a dead letter needs
+            rec = tuple.__new__(_Rec, (rec.topic, rec.partition, rec.offset, rec.timestamp,
+                                       rec.key, rec.value))  # fmt: skip
+        self._recent.append((eid, rec))
+        if clf.unlearned and self._unlearned():
+            return False  # refused as a whole (its dead letter is sent): nothing to track
         task.track(clf, self.tracker, pred, y)
         self.counts["labels"] += 1
         return True
+
+    def _unlearned(self) -> bool:
+        """A dead letter for each object the learner reports it did not learn (its
+        learning was undone: ``streamcal.learner.guard``), of its label's record when the
+        label is among the last ones given to it; True if the label just given was
+        refused as a whole (then it is not tracked, as a label the learner raised for)."""
+        clf, recent = self.clf, self._recent
+        refused = False
+        for r in list(clf.unlearned):
+            entry = recent[-1 - r.labels_ago] if r.labels_ago < len(recent) else None
+            undone = "undone, the model is as it was"
+            if r.taken:
+                undone += " (the label was joined: the tracker and the calibration set have it)"
+            what = f"learning its object {r.why}; {undone}"
+            if entry is None:  # joined before a restart, or too long ago to be kept
+                who = f"an earlier event ({r.labels_ago} labels ago)"
+                self._dead_object(r, f"model could not learn the label of {who}: {what}")
+            else:
+                self._dead(entry[1], f"model could not learn the label of {entry[0]!r}: {what}")
+            refused = refused or (r.labels_ago == 0 and not r.taken)
+        clf.unlearned.clear()
+        return refused
+
+    def _dead_object(self, r, reason: str) -> None:
+        """The dead letter of an object whose label's record is not at hand: its features
+        and label as the value, the labels topic as the source (partition and offset -1)."""
+        value = orjson.dumps({"features": r.x, "label": r.y}, option=orjson.OPT_NON_STR_KEYS,
+                             default=repr)  # fmt: skip
+        partition = -1 if self.unit is GLOBAL_UNIT else self.unit
+        self._dead(_Rec(self.config.labels_topic, partition, -1, None, None, value), reason)
+
+
+def _recent_size(config, task: str) -> int:
+    """How many joined labels' records a unit keeps for the learner's later reports: the
+    default mode learns an object at most ``window + refresh`` labels after it came (with
+    ``--by`` a category's may wait longer: its dead letter then holds the object); the
+    others report within ``SNAPSHOT_PERIOD`` labels. About 0.4 KB a record."""
+    s = config.classifier_settings()
+    if s.mode != "pretrained":
+        return SNAPSHOT_PERIOD + 1
+    return s.window + s.refresh_period_for(task) + 1
 
 
 def check_fingerprint(state: dict, config) -> None:

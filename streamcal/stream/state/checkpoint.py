@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from streamcal.stream.state import migrations
-from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.errors import CheckpointError, StoreError, what_to_do
 
 __all__ = ["CheckpointStore", "CheckpointError", "MAGIC", "seal", "unseal"]
 
@@ -128,7 +128,14 @@ class CheckpointStore:
         return sorted(out)
 
     def save(self, state) -> Path:
-        """Write ``state`` as the next checkpoint and delete all but the newest ``keep``."""
+        """Write ``state`` as the next checkpoint and delete all but the newest ``keep``
+        (``StoreError`` naming the directory if the disk refuses)."""
+        try:
+            return self._save(state)
+        except OSError as exc:
+            raise _storage_error("write a checkpoint in", self.directory, exc) from None
+
+    def _save(self, state) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         files = self._files()
         seq = files[-1][0] + 1 if files else 1
@@ -153,15 +160,25 @@ class CheckpointStore:
         """The newest checkpoint's state, or None if there is none.
 
         Raises ``CheckpointError`` if the newest checkpoint fails authentication: an older
-        one is not silently used instead, because that would replay and re-count input.
+        one is not silently used instead, because that would replay and re-count input;
+        ``StoreError`` (naming the directory) if the disk refuses.
         """
-        files = self._files()
-        for tmp in self.directory.glob(".tmp-checkpoint-*") if self.directory.is_dir() else ():
-            tmp.unlink(missing_ok=True)  # left by a crash during a write
-        if not files:
-            return None
-        path = files[-1][1]
-        return unseal(self.key, path.read_bytes(), f"checkpoint {str(path)!r}")
+        try:
+            files = self._files()
+            for tmp in self.directory.glob(".tmp-checkpoint-*") if self.directory.is_dir() else ():
+                tmp.unlink(missing_ok=True)  # left by a crash during a write
+            if not files:
+                return None
+            path = files[-1][1]
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _storage_error("read the checkpoints in", self.directory, exc) from None
+        return unseal(self.key, data, f"checkpoint {str(path)!r}")
+
+
+def _storage_error(what: str, directory: Path, exc: OSError):
+    """The ``StoreError`` of a disk that refused: the directory, the error, what to do."""
+    return StoreError(f"cannot {what} {str(directory)!r}: {exc}; {what_to_do(str(exc))}")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,8 +4,30 @@ import each other for ``CheckpointError``)."""
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError"]
+__all__ = ["CheckpointError", "StoreError", "what_to_do"]
 
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be trusted or read: one-line message."""
+
+
+class StoreError(OSError):
+    """A store that cannot be opened or written: the message names its directory and
+    what to do."""
+
+
+def what_to_do(text: str) -> str:
+    """The advice for a storage error whose message is ``text`` (RocksDB's, or an
+    ``OSError``'s): the directory is read-only, the disk full, or something else.
+
+    >>> what_to_do("IO error: No space left on device: While appending to file: x.log")
+    'free space on its disk or give another --state-dir'
+    >>> what_to_do("[Errno 30] Read-only file system: '/srv/state'")
+    'make it writable by this user or give another --state-dir'
+    """
+    low = text.lower()
+    if "no space left" in low or "disk quota" in low:
+        return "free space on its disk or give another --state-dir"
+    if "read-only" in low or "permission denied" in low or "operation not permitted" in low:
+        return "make it writable by this user or give another --state-dir"
+    return "check the directory and its disk, or give another --state-dir"

@@ -47,13 +47,11 @@ from rocksdict import (
     WriteOptions,
 )
 
-__all__ = ["KVStore", "StoreError", "next_key"]
+from streamcal.stream.state.errors import StoreError, what_to_do
+
+__all__ = ["KVStore", "StoreError", "check_directory", "next_key", "what_to_do"]
 
 _MISSING = object()
-
-
-class StoreError(OSError):
-    """A store that cannot be opened or written: the message names its directory."""
 
 
 # Shared by every store of the process, so that the memory of all units together is
@@ -95,6 +93,22 @@ def _options() -> Options:
     return opts
 
 
+def check_directory(path: str | os.PathLike) -> None:
+    """``StoreError`` (naming the directory and what to do) unless stores can be made in
+    ``path``: it is created if missing and a file is written in it. For a state directory
+    whose stores open later (``--scope partition``: once units are assigned), so that a
+    read-only one is told at start."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p) as fh:
+            fh.write(b"streamcal")
+    except OSError as exc:
+        raise StoreError(
+            f"cannot use the state directory {str(p)!r}: {exc}; {what_to_do(str(exc))}"
+        ) from None
+
+
 def next_key(prefix: bytes) -> bytes:
     """The smallest key above every key that starts with ``prefix`` (an exclusive bound).
 
@@ -129,12 +143,15 @@ class KVStore:
             opts = _options()
             self._db = Rdict(str(self.path), opts, column_families={"default": opts})
         except Exception as exc:  # rocksdict raises plain Exceptions with RocksDB's text
-            raise StoreError(f"cannot open the state store in {str(self.path)!r}: {exc}") from None
+            raise StoreError(
+                f"cannot open the state store in {str(self.path)!r}: {exc}; {what_to_do(str(exc))}"
+            ) from None
         self._write_opts = WriteOptions()
         self._write_opts.sync = False
         self._batch = WriteBatch(raw_mode=True)
         self._overlay: dict = {}  # key -> value, or None (deleted), since the last commit
         self.commits = 0  # commits written by this object
+        self._failed = False  # a write failed: closing may fail too, and must not hide it
 
     # ------------------------------------------------------------------ reads
     def get(self, key: bytes):
@@ -196,7 +213,11 @@ class KVStore:
         try:
             self._db.write(batch, self._write_opts)
         except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
-            raise StoreError(f"cannot write the state store in {str(self.path)!r}: {exc}") from None
+            self._failed = True
+            raise StoreError(
+                f"cannot write the state store in {str(self.path)!r}: {exc}; "
+                f"{what_to_do(str(exc))}"
+            ) from None
         done = self._overlay
         self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
@@ -212,7 +233,14 @@ class KVStore:
         """Close the database, dropping uncommitted writes; a temporary one is removed."""
         db, self._db = self._db, None
         if db is not None:
-            db.close()
+            try:
+                db.close()
+            except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
+                if not self._failed:  # else its write error is the one to tell
+                    raise StoreError(
+                        f"cannot close the state store in {str(self.path)!r}: {exc}; "
+                        f"{what_to_do(str(exc))}"
+                    ) from None
         if self.temporary:
             self._cleanup()
 
