@@ -16,7 +16,6 @@ from river import checks, datasets, linear_model, naive_bayes, preprocessing, tr
 from streamcal import VennAbersMultiClassifier
 from streamcal.core import venn_abers_bruteforce
 from streamcal.core.multiclass import pair_score
-from streamcal.learner.multiclassifier import DEFAULT_SCHEME
 
 Z = 3.0
 SCHEMES = ["top-label", "one-vs-rest", "one-vs-one"]
@@ -47,13 +46,12 @@ def blobs(n=1500, k=4, seed=3):
 
 
 def _estimator_cases():
-    # river's checks take 3-4 s per case: the inner loop checks the default scheme
-    # without by=, the full run every scheme with and without it.
+    # river's checks take 4-5 s per case: the full run checks every scheme with and
+    # without by= (the inner loop checks the binary classifier's, tests/learner/
+    # test_classifier.py, and the multiclass front door, tests/learner/test_front_door.py).
     for by in (None, "x0_bin"):
         for scheme in SCHEMES:
-            slow = by is not None or scheme != DEFAULT_SCHEME
-            marks = [pytest.mark.slow] if slow else []
-            yield pytest.param(scheme, by, id=f"{by}-{scheme}", marks=marks)
+            yield pytest.param(scheme, by, id=f"{by}-{scheme}", marks=[pytest.mark.slow])
 
 
 @pytest.mark.parametrize(("scheme", "by"), list(_estimator_cases()))
