@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from streamcal.stream.state import migrations
-from streamcal.stream.state.errors import CheckpointError, StoreError, what_to_do
+from streamcal.stream.state.errors import CheckpointError, storage_error
 
 __all__ = ["CheckpointStore", "CheckpointError", "MAGIC", "seal", "unseal"]
 
@@ -133,7 +133,7 @@ class CheckpointStore:
         try:
             return self._save(state)
         except OSError as exc:
-            raise _storage_error("write a checkpoint in", self.directory, exc) from None
+            raise storage_error("write a checkpoint in", self.directory, exc) from None
 
     def _save(self, state) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -172,13 +172,8 @@ class CheckpointStore:
             path = files[-1][1]
             data = path.read_bytes()
         except OSError as exc:
-            raise _storage_error("read the checkpoints in", self.directory, exc) from None
+            raise storage_error("read the checkpoints in", self.directory, exc) from None
         return unseal(self.key, data, f"checkpoint {str(path)!r}")
-
-
-def _storage_error(what: str, directory: Path, exc: OSError):
-    """The ``StoreError`` of a disk that refused: the directory, the error, what to do."""
-    return StoreError(f"cannot {what} {str(directory)!r}: {exc}; {what_to_do(str(exc))}")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,7 +4,7 @@ import each other for ``CheckpointError``)."""
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "StoreError", "what_to_do"]
+__all__ = ["CheckpointError", "StoreError", "storage_error", "what_to_do"]
 
 
 class CheckpointError(Exception):
@@ -31,3 +31,9 @@ def what_to_do(text: str) -> str:
     if "read-only" in low or "permission denied" in low or "operation not permitted" in low:
         return "make it writable by this user or give another --state-dir"
     return "check the directory and its disk, or give another --state-dir"
+
+
+def storage_error(what: str, path, exc: BaseException) -> StoreError:
+    """The ``StoreError`` of a disk or store that refused: ``cannot {what} {path!r}``, the
+    error's text and what to do."""
+    return StoreError(f"cannot {what} {str(path)!r}: {exc}; {what_to_do(str(exc))}")

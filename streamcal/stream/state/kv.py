@@ -47,9 +47,9 @@ from rocksdict import (
     WriteOptions,
 )
 
-from streamcal.stream.state.errors import StoreError, what_to_do
+from streamcal.stream.state.errors import StoreError, storage_error
 
-__all__ = ["KVStore", "StoreError", "check_directory", "next_key", "what_to_do"]
+__all__ = ["KVStore", "StoreError", "check_directory", "next_key"]
 
 _MISSING = object()
 
@@ -104,9 +104,7 @@ def check_directory(path: str | os.PathLike) -> None:
         with tempfile.TemporaryFile(dir=p) as fh:
             fh.write(b"streamcal")
     except OSError as exc:
-        raise StoreError(
-            f"cannot use the state directory {str(p)!r}: {exc}; {what_to_do(str(exc))}"
-        ) from None
+        raise storage_error("use the state directory", p, exc) from None
 
 
 def next_key(prefix: bytes) -> bytes:
@@ -143,9 +141,7 @@ class KVStore:
             opts = _options()
             self._db = Rdict(str(self.path), opts, column_families={"default": opts})
         except Exception as exc:  # rocksdict raises plain Exceptions with RocksDB's text
-            raise StoreError(
-                f"cannot open the state store in {str(self.path)!r}: {exc}; {what_to_do(str(exc))}"
-            ) from None
+            raise storage_error("open the state store in", self.path, exc) from None
         self._write_opts = WriteOptions()
         self._write_opts.sync = False
         self._batch = WriteBatch(raw_mode=True)
@@ -214,10 +210,7 @@ class KVStore:
             self._db.write(batch, self._write_opts)
         except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
             self._failed = True
-            raise StoreError(
-                f"cannot write the state store in {str(self.path)!r}: {exc}; "
-                f"{what_to_do(str(exc))}"
-            ) from None
+            raise storage_error("write the state store in", self.path, exc) from None
         done = self._overlay
         self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
@@ -237,10 +230,7 @@ class KVStore:
                 db.close()
             except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
                 if not self._failed:  # else its write error is the one to tell
-                    raise StoreError(
-                        f"cannot close the state store in {str(self.path)!r}: {exc}; "
-                        f"{what_to_do(str(exc))}"
-                    ) from None
+                    raise storage_error("close the state store in", self.path, exc) from None
         if self.temporary:
             self._cleanup()
 
