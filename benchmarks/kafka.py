@@ -621,9 +621,24 @@ def protection_logic(n: int, repeat: int, mode: str = "sva") -> dict:
     return rounds
 
 
+_KEY = {"STREAMCAL_CHECKPOINT_KEY": "benchmark-key-0123456789abcdef"}  # a --state-dir's
+
+
 def _median(xs):
     xs = sorted(xs)
     return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def _print_best(runs: dict, name=lambda k: k) -> dict:
+    """The table of ``runs`` ({arm: [(events/s, CPU s/event, final line), ...]}): each
+    arm's best events/s and least CPU per event; returns {arm: best events/s}."""
+    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
+    best = {}
+    for arm, results in runs.items():
+        best[arm] = max(r for r, _, _ in results)
+        cpu = min(c for _, c, _ in results)
+        print(f"{name(arm):28s} {best[arm]:10,.0f} {1e6 * cpu:13,.0f}")
+    return best
 
 
 def print_protection_logic(n: int, repeat: int) -> None:
@@ -659,18 +674,13 @@ def protection_runs(bs, topics, n, every, repeat: int) -> None:
     print()
     print(f"{n:,} events + {n:,} labels, sva + scaled logistic regression, tansu on loopback;"
           f" best of {repeat} alternating runs")  # fmt: skip
-    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
-    best = {}
-    for flag, results in runs.items():
-        best[flag] = max(r for r, _, _ in results)
-        cpu = min(c for _, c, _ in results)
-        print(f"{'streamcal run ' + flag:28s} {best[flag]:10,.0f} {1e6 * cpu:13,.0f}")
+    best = _print_best(runs, lambda flag: "streamcal run " + flag)
     for flag in ("--protect", "--no-protect"):
         ratio = best[flag] / best[NEITHER]
         # Each pair of runs back to back shares the machine's load of the moment: the
         # median of their ratios is steadier than the ratio of two bests taken apart.
         pairs = sorted(a[0] / b[0] for a, b in zip(runs[flag], runs[NEITHER], strict=True))
-        median = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
+        median = _median(pairs)
         print(f"ratio {flag} / {NEITHER}: {ratio:.2f} events/s, best over best; median "
               f"of the {len(pairs)} pairs {median:.2f} (range {pairs[0]:.2f}-{pairs[-1]:.2f})"
               + ("; target >= 0.95" if flag == "--protect" else ""))  # fmt: skip
@@ -686,9 +696,8 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
     """``streamcal run`` of this checkout and of the checkout ``tree`` (a git worktree of
     an earlier commit, put first on PYTHONPATH), alternating; prints the table. With
     ``state`` both run with a --state-dir (checkpoints at each one's default interval)."""
-    key = {"STREAMCAL_CHECKPOINT_KEY": "benchmark-key-0123456789abcdef"}
-    envs = {"this checkout": {**os.environ, **key},
-            "baseline": {**os.environ, **key, "PYTHONPATH": os.path.abspath(tree)}}  # fmt: skip
+    envs = {"this checkout": {**os.environ, **_KEY},
+            "baseline": {**os.environ, **_KEY, "PYTHONPATH": os.path.abspath(tree)}}  # fmt: skip
     runs: dict = {name: [] for name in envs}
     tag = topics["group"]
     for rep in range(repeat):
@@ -703,14 +712,9 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
     where = ", --state-dir" if state else ""
     print(f"{n:,} events + {n:,} labels, {mode} + scaled logistic regression, tansu on "
           f"loopback{where}; best of {repeat} alternating runs")  # fmt: skip
-    print(f"{'':28s} {'events/s':>10s} {'CPU µs/event':>13s}")
-    best = {}
-    for name, results in runs.items():
-        best[name] = max(r for r, _, _ in results)
-        cpu = min(c for _, c, _ in results)
-        print(f"{name:28s} {best[name]:10,.0f} {1e6 * cpu:13,.0f}")
+    best = _print_best(runs)
     pairs = sorted(a[0] / b[0] for a, b in zip(*runs.values(), strict=True))
-    median = (pairs[(len(pairs) - 1) // 2] + pairs[len(pairs) // 2]) / 2
+    median = _median(pairs)
     print(f"ratio this / baseline: {best['this checkout'] / best['baseline']:.2f} best over "
           f"best; median of the {len(pairs)} pairs {median:.2f} (range {pairs[0]:.2f}-"
           f"{pairs[-1]:.2f})")  # fmt: skip
@@ -719,7 +723,6 @@ def baseline_runs(bs, topics, n, every, repeat: int, tree: str, state: bool,
 # --exactly-once: the guarantees compared, each with a state directory, at each interval.
 GUARANTEES = ("at-least-once", "exactly-once")
 EOS_INTERVALS = (1.0, 0.2)  # the default checkpoint interval, and a short one
-_KEY = {"STREAMCAL_CHECKPOINT_KEY": "benchmark-key-0123456789abcdef"}
 
 
 def _guarantee_args(guarantee: str, interval: float) -> list:
