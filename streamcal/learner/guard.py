@@ -121,6 +121,11 @@ class Unlearned:
     taken: bool
 
     @property
+    def refused(self) -> bool:
+        """Whether this is the label just given, refused as a whole (nothing of it kept)."""
+        return self.labels_ago == 0 and not self.taken
+
+    @property
     def why(self) -> str:
         """What learning it did, and the feature to blame: "left the model's output
         non-finite (...); its feature 'a' = 1e+300"."""
@@ -349,12 +354,8 @@ class ModelGuard:
         self.given += 1
         try:
             out = step(self.model, x, y)
-        except _Broken as exc:
-            return self._recover(x, y, step, str(exc))
-        except NonFiniteScore as exc:
-            return self._recover(x, y, step, f"left the model's output non-finite ({exc})")
-        except ArithmeticError as exc:  # an overflow while learning: poison too
-            return self._recover(x, y, step, f"raised {exc!r}")
+        except (NonFiniteScore, ArithmeticError) as exc:  # an overflow is poison too
+            return self._recover(x, y, step, _failure(exc))
         except BaseException:
             self.given -= 1
             self._replay(checked=False)
@@ -426,13 +427,18 @@ def _checked_step(model, x: dict, y, step) -> tuple:
     try:
         out = step(model, x, y)
         why = lookahead(model, x, y)
-    except _Broken as exc:
-        return None, str(exc)
-    except NonFiniteScore as exc:
-        return None, f"left the model's output non-finite ({exc})"
     except Exception as exc:  # noqa: BLE001 - any error of the step: it failed
-        return None, f"raised {exc!r}"
+        return None, _failure(exc)
     return (out, None) if why is None else (None, why)
+
+
+def _failure(exc: Exception) -> str:
+    """The reason of a learning step that raised ``exc``."""
+    if isinstance(exc, _Broken):  # its message is the reason itself
+        return str(exc)
+    if isinstance(exc, NonFiniteScore):
+        return f"left the model's output non-finite ({exc})"
+    return f"raised {exc!r}"
 
 
 class Guarded(OrdersFeatures):

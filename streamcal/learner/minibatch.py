@@ -67,8 +67,8 @@ def _pandas():
 
 
 class Batch:
-    """A mini-batch of features (a ``pandas.DataFrame``), read lazily: its rows as dicts,
-    its numeric matrix, and frames and series shaped like it."""
+    """A mini-batch of features (a ``pandas.DataFrame``), checked when made: its rows as
+    dicts (read lazily), its numeric matrix, and frames and series shaped like it."""
 
     def __init__(self, X):
         try:
@@ -80,14 +80,15 @@ class Batch:
         self.frame = X
         self.columns = list(X.columns)
         self._rows: list | None = None
-        self._matrix = False  # not computed yet (None: not numeric)
         self._check_finite()
 
     def _check_finite(self) -> None:
         """``ValueError`` naming the first value that is a number but not finite (the
-        rule of ``streamcal.core.validate.check_features``, by column)."""
+        rule of ``streamcal.core.validate.check_features``, by column); on the way, the
+        float matrix of a numeric frame (``matrix``)."""
         X = self.frame
         numeric = [dt.kind in "biuf" for dt in X.dtypes]
+        self._matrix = None  # a column is not numeric
         if all(numeric):
             m = X.to_numpy(dtype=np.float64)
             if np.isfinite(m).all():
@@ -136,15 +137,9 @@ class Batch:
         return dict(zip(self.columns, self.frame.iloc[i].tolist(), strict=True))  # any order
 
     def matrix(self) -> np.ndarray | None:
-        """The features as a float matrix, or None if a column is not numeric (or boolean)
-        or a value is NaN (the batched scorers leave those to the model, row by row)."""
-        if self._matrix is False:
-            X = self.frame
-            if all(dt.kind in "biuf" for dt in X.dtypes):
-                m = X.to_numpy(dtype=np.float64)
-                self._matrix = m if np.isfinite(m).all() else None
-            else:
-                self._matrix = None
+        """The features as a float matrix, or None if a column is not numeric (or boolean):
+        the batched scorers leave those to the model, row by row. (A value that is NaN or
+        infinite was refused when the batch was made.)"""
         return self._matrix
 
     def labels(self, y) -> list:

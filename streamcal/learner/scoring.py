@@ -161,13 +161,10 @@ def _p_true(proba) -> float:
     try:
         return check_score(p)
     except ValueError:
-        if isinstance(p, float | np.floating):
-            raise NonFiniteScore(
-                f"the wrapped model returned P(True) = {p!r}, not a finite number"
-            ) from None
-        raise ValueError(
-            f"the wrapped model returned P(True) = {p!r}, not a finite number"
-        ) from None
+        # a float that is not finite: the model is broken (the guard's finding); else the
+        # model returned something that is not a probability at all
+        error = NonFiniteScore if isinstance(p, float | np.floating) else ValueError
+        raise error(f"the wrapped model returned P(True) = {p!r}, not a finite number") from None
 
 
 def score_many(model, xs) -> list[float]:

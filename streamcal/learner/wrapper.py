@@ -67,7 +67,7 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
         refused = False
         kept = self.unlearned
         for report in guard.unlearned:
-            refused = refused or (report.labels_ago == 0 and not report.taken)
+            refused = refused or report.refused
             kept.append(report)
             if self.warn_unlearned:
                 warnings.warn(str(report), UnlearnedWarning, stacklevel=3)

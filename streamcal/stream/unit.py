@@ -510,7 +510,7 @@ class CalibrationUnit:
                 self._dead_object(r, f"model could not learn the label of {who}: {what}")
             else:
                 self._dead(entry[1], f"model could not learn the label of {entry[0]!r}: {what}")
-            refused = refused or (r.labels_ago == 0 and not r.taken)
+            refused = refused or r.refused
         clf.unlearned.clear()
         return refused
 
