@@ -526,8 +526,7 @@ class OrderedMerge:
             if r.timestamp <= lts and r.__class__ is not RejectedRecord:
                 n += (r.timestamp, rank, part, r.offset) < last[:4]
         if n:
-            unit = self._unit[tp]
-            self.late[unit] = self.late.get(unit, 0) + n
+            self._count(self.late, tp, n)
 
     def _free(self) -> bool:
         """The release condition for the least head (``_heap`` not empty)."""

@@ -227,7 +227,9 @@ class TransactionalOutbox:
                 self._producer.begin_transaction()
                 self.open = True
             if offsets:
-                self._producer.send_offsets_to_transaction(_offsets(offsets), _group(group))
+                from streamcal.stream.kafka.clients import offset_commits
+
+                self._producer.send_offsets_to_transaction(offset_commits(offsets), _group(group))
             self._producer.commit_transaction()
         except Exception as exc:  # noqa: BLE001 - aborted, or fenced: see _abort_after
             self._abort_after(exc)
@@ -326,13 +328,6 @@ def _fenced(exc) -> bool:
     return isinstance(exc, ProducerFencedError | InvalidProducerEpochError)
 
 
-def _offsets(offsets: dict) -> dict:
-    from kafka import TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-
-
 def _group(group: dict | None):
     from kafka.structs import ConsumerGroupMetadata
 
@@ -426,17 +421,11 @@ class TransactionalProcess(ProducerProcess):
 
     muted = False
 
-    def __init__(self, settings: dict):
-        self.open = False
-        super().__init__(settings)
-
     def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
         if self.muted:
             return
         self.open = True
-        self._buf.append((topic, key, value, partition))
-        if len(self._buf) >= _BATCH:
-            self.ship()
+        super().send(topic, key, value, partition)
 
     def commit(self, offsets: dict, group: dict | None) -> None:
         self.ship()
