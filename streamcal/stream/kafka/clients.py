@@ -82,7 +82,7 @@ def input_consumer(config):
     )
 
 
-def last_stable_offsets(consumer) -> dict:
+def last_stable_offsets(consumer) -> dict | None:
     """``{TopicPartition: last stable offset}``, kept up to date from ``consumer``'s fetch
     responses (a ``read_committed`` consumer's position stops there while an upstream
     transaction is open, below the highwater).
@@ -90,10 +90,10 @@ def last_stable_offsets(consumer) -> dict:
     kafka-python keeps only the highwater of a fetch response; its last stable offset
     (Fetch v4+) is taken here by wrapping the fetcher's parse of each response. A value
     may be stale (from a response discarded after a seek), lower than the broker's: the
-    merge takes it only as a hint, as it takes the highwater. Empty (never filled) if
-    kafka-python's internals differ from 2.2-3.0's: the merge then takes the highwater,
-    and a partition held by an open upstream transaction waits ``--merge-wait`` (counted
-    in ``merge_stalls``)."""
+    merge takes it only as a hint, as it takes the highwater. None if kafka-python's
+    internals differ from 2.2-3.0's: the merge then takes the highwater, and a partition
+    held by an open upstream transaction waits ``--merge-wait`` (counted in
+    ``merge_stalls``)."""
     stable: dict = {}
     fetcher = getattr(consumer, "_fetcher", None)
     parse = getattr(fetcher, "_parse_fetched_data", None)
@@ -101,7 +101,7 @@ def last_stable_offsets(consumer) -> dict:
         log.warning("kafka-python %s: the last stable offsets of fetches are not available; "
                     "an open upstream transaction will count as a merge stall",
                     _kafka_version())  # fmt: skip
-        return stable
+        return None
 
     def parse_and_keep(completed_fetch):
         data = completed_fetch.partition_data
