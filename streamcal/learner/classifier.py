@@ -288,6 +288,19 @@ class VennAbersClassifier(VennAbersWrapper):
         """See ``VennAbersWrapper.unlearned`` (once multiclass, the multiclass side's)."""
         return super().unlearned if self._multi is None else self._multi.unlearned
 
+    _warn_unlearned = True
+
+    @property
+    def warn_unlearned(self) -> bool:
+        """See ``VennAbersWrapper.warn_unlearned`` (once multiclass, the multiclass side's)."""
+        return self._warn_unlearned if self._multi is None else self._multi.warn_unlearned
+
+    @warn_unlearned.setter
+    def warn_unlearned(self, on: bool) -> None:
+        self._warn_unlearned = on
+        if self._multi is not None:
+            self._multi.warn_unlearned = on
+
     @property
     def categories(self) -> list:
         """With ``by``: the categories that have a calibration set, least recently labelled
@@ -372,7 +385,7 @@ class VennAbersClassifier(VennAbersWrapper):
             by=self.by,
             max_categories=self.max_categories,
         )
-        self._multi.warn_unlearned = self.warn_unlearned
+        self._multi.warn_unlearned = self._warn_unlearned
 
     def _multiclass_model(self, x: dict) -> bool:
         """Whether, before any label, the wrapped model already predicts other classes than

@@ -182,6 +182,28 @@ def test_multiclass_poison_is_undone(value, front_door):
     assert len(clf.unlearned) == 1
 
 
+def test_warn_unlearned_reaches_the_multiclass_side_whenever_it_is_set():
+    """The front door's flag is the multiclass side's once it turned multiclass: set after
+    the switch, or on a classifier restored from a multiclass state, it still holds."""
+    rng = random.Random(5)
+    ks = [rng.randrange(3) for _ in range(150)]
+    data = [({"a": k + rng.gauss(0, 0.5)}, "xyz"[k]) for k in ks]
+    data[40] = ({"a": 1e300}, data[40][1])
+    model = preprocessing.StandardScaler() | linear_model.SoftmaxRegression()
+    clf = VennAbersClassifier(model, window=15, refresh_every=15)
+    for x, y in data[:30]:
+        clf.learn_one(x, y)
+    for made in (clf, VennAbersClassifier.from_state(clf.to_state())):
+        assert made.warn_unlearned is True
+        made.warn_unlearned = False
+        assert made.warn_unlearned is False and made._multi.warn_unlearned is False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnlearnedWarning)
+            for x, y in data[30:]:
+                made.learn_one(x, y)
+        assert made.unlearned  # reported, not warned
+
+
 @pytest.mark.parametrize("mode", ["pretrained", "sva", "va"])
 def test_a_mini_batch_with_a_poisoned_row(mode):
     data = stream(100, poison_at=25, value=1e300)
