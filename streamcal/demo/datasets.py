@@ -53,8 +53,9 @@ def _drift_stream(n: int, rng: random.Random):
     before = (2.0, -1.0, 0.5, 0.0)
     after = (-1.0, 1.5, 0.0, 1.5)
     color_effect = {"red": 0.8, "green": 0.0, "blue": -0.8}
+    change = change_event("drift", n)
     for i in range(n):
-        w = before if i < change_event("drift", n) else after
+        w = before if i < change else after
         temperature = 1.0 if i < (3 * n) // 4 else 0.5  # sharper odds: confident model wrong
         x = {f"x{j + 1}": rng.gauss(0.0, 1.0) for j in range(4)}
         x["color"] = rng.choice(colors)
