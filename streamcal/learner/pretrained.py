@@ -189,23 +189,15 @@ def learn_guarded(owner, items: list, rescore) -> None:
     and one more step with the last object; ``rescore()`` has been done on the final
     model when this returns. ``owner``: the pre-trained mode, or the Mondrian one."""
     model, ranges = owner.model, owner.batches
-    used = [ranges]  # the copy of the ranges that the last attempt consumed
 
-    def learn(part):
-        if ranges:
-            used[0] = ranges.copy()
-            learn_in_order(model, part, used[0])
-        else:
-            for _, x, y in part:
-                model.learn_one(x, y)
+    def learn(part):  # each attempt consumes a copy of the ranges: it may be undone
+        learn_in_order(model, part, ranges.copy() if ranges else None)
 
     def check(part):
         rescore()
         return lookahead(model, *part[-1][1:]) if part else None
 
-    if owner.guard.learn_batch(items, learn, check, owner.n_seen):
+    if owner.guard.learn_batch(items, learn, check, owner.n_seen):  # some left out
         rescore()
-        if ranges:
-            ranges.forget(p for p, _, _ in items)
-    elif ranges:
-        owner.batches = used[0]
+    if ranges:  # every item has left, learned or not
+        ranges.forget(p for p, _, _ in items)
