@@ -204,19 +204,12 @@ def input_partitions(consumer, topics, timeout: float = 30.0) -> list:
     return out
 
 
-def offset_commits(offsets: dict[tuple[str, int], int]) -> dict:
-    """``{(topic, partition): next offset}`` as kafka-python commits it (a consumer's
-    ``commit``, a transaction's ``send_offsets_to_transaction``)."""
-    from kafka import TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-
-
 def commit(committer, offsets: dict[tuple[str, int], int]) -> None:
     """Commit ``{(topic, partition): next offset}`` through ``committer`` (a consumer, or
     the global lock); a failure is logged, never raised (the offsets are for lag
     monitoring only: the checkpoints are what a restart resumes from)."""
+    from streamcal.stream.kafka.sink import offset_commits  # the transactions' too
+
     if not offsets or committer is None:
         return
     try:

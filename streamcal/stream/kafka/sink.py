@@ -46,6 +46,7 @@ __all__ = [
     "TransactionAborted",
     "TransactionalOutbox",
     "TransactionalProcess",
+    "offset_commits",
 ]
 
 log = logging.getLogger(__name__)
@@ -227,8 +228,6 @@ class TransactionalOutbox:
                 self._producer.begin_transaction()
                 self.open = True
             if offsets:
-                from streamcal.stream.kafka.clients import offset_commits
-
                 self._producer.send_offsets_to_transaction(offset_commits(offsets), _group(group))
             self._producer.commit_transaction()
         except Exception as exc:  # noqa: BLE001 - aborted, or fenced: see _abort_after
@@ -326,6 +325,15 @@ def _fenced(exc) -> bool:
     if isinstance(exc, type):
         return issubclass(exc, ProducerFencedError | InvalidProducerEpochError)
     return isinstance(exc, ProducerFencedError | InvalidProducerEpochError)
+
+
+def offset_commits(offsets: dict[tuple[str, int], int]) -> dict:
+    """``{(topic, partition): next offset}`` as kafka-python commits it: in a transaction
+    (``send_offsets_to_transaction``), or a consumer's ``commit`` (``clients.commit``)."""
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
 
 
 def _group(group: dict | None):
