@@ -5,6 +5,7 @@ the merge under read_committed. (Against noida-db: tests/e2e/test_exactly_once.p
 
 from __future__ import annotations
 
+import functools
 import logging
 from types import SimpleNamespace
 
@@ -26,8 +27,12 @@ class FakeFuture:
     def __init__(self):
         self.errbacks = []
 
-    def add_errback(self, fn):
-        self.errbacks.append(fn)
+    def add_errback(self, fn, *args, **kwargs):  # as kafka-python's: fn(*args, exc, **kwargs)
+        self.errbacks.append(functools.partial(fn, *args, **kwargs))
+
+    def failure(self, exc):
+        for fn in self.errbacks:
+            fn(exc)
 
 
 class FakeProducer:
@@ -122,6 +127,29 @@ def test_a_failed_send_aborts_the_transaction_and_nothing_is_resent(producers):
     out.commit({("ev", 0): 10}, GROUP)
     assert p.calls[4:] == [("begin",), ("send", "preds", b"3"), ("offsets", {("ev", 0): 10}, "g"),
                            ("commit",)]  # fmt: skip
+
+
+def test_sends_failed_by_an_abort_do_not_doom_the_next_transaction(producers):
+    """An abort fails the sends still queued (kafka-python: TransactionAbortedError), and
+    their errbacks may run after the next transaction began: only the transaction a send
+    belonged to is doomed by its failure."""
+    from kafka.errors import TransactionAbortedError
+
+    out = _outbox()
+    p = producers[0]
+    out.send("preds", b"k", b"1")
+    out.send("preds", b"k", b"2")
+    p.futures[0].failure(KafkaTimeoutError("broker away"))
+    with pytest.raises(sink.TransactionAborted, match="broker away"):
+        out.commit({("ev", 0): 9}, GROUP)
+    out.send("preds", b"k", b"3")  # the next transaction
+    p.futures[1].failure(TransactionAbortedError())  # late, from the aborted one
+    out.commit({("ev", 0): 10}, GROUP)
+    assert p.calls[-2:] == [("offsets", {("ev", 0): 10}, "g"), ("commit",)]
+    p.futures[2].failure(KafkaTimeoutError("after its commit"))  # ended: dooms nothing
+    out.send("preds", b"k", b"4")
+    out.commit({("ev", 0): 11}, GROUP)
+    assert p.calls[-1] == ("commit",) and ("abort",) not in p.calls[5:]
 
 
 def test_a_commit_that_fails_is_aborted_and_one_that_cannot_be_replaces_the_producer(producers):

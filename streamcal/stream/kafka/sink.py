@@ -34,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 
@@ -173,6 +174,11 @@ class TransactionalOutbox:
         self.open = False
         self.muted = False
         self._error: BaseException | None = None  # what doomed the open transaction
+        # Each transaction's number: a send's failure dooms only its own transaction. An
+        # abort fails the sends still queued (TransactionAbortedError), and their errbacks
+        # run in the producer's thread, possibly after the next transaction has begun.
+        self._generation = 0
+        self._lock = threading.Lock()
         self._producer = self._start()
 
     def _start(self):
@@ -196,12 +202,20 @@ class TransactionalOutbox:
         except Exception as exc:  # noqa: BLE001 - a producer in an error state: doomed
             self._doom(exc)
             return
-        fut.add_errback(self._doom)
+        fut.add_errback(self._doom, generation=self._generation)
 
-    def _doom(self, exc) -> None:
-        # May run in the producer's I/O thread: only keep the first error.
-        if self._error is None:
-            self._error = exc
+    def _doom(self, exc, generation: int | None = None) -> None:
+        # May run in the producer's I/O thread: only keep the first error, and only for the
+        # transaction still open (``generation``: the one the failed send belonged to).
+        with self._lock:
+            if self._error is None and generation in (None, self._generation):
+                self._error = exc
+
+    def _ended(self) -> None:
+        """The open transaction ended (committed or aborted): what failed in it is done."""
+        with self._lock:
+            self._generation += 1
+            self._error = None
 
     def ship(self) -> None:
         """Nothing to do: ``send`` hands records to the producer at once."""
@@ -233,11 +247,12 @@ class TransactionalOutbox:
         except Exception as exc:  # noqa: BLE001 - aborted, or fenced: see _abort_after
             self._abort_after(exc)
         self.open = False
-        self._error = None
+        self._ended()
 
     def _abort_after(self, exc: BaseException):
         if _fenced(exc):
-            self.open, self._error = False, None
+            self.open = False
+            self._ended()
             raise Fenced(self._fenced_text(exc)) from None
         log.warning("transaction failed (%r); aborting it", exc)
         self.abort()
@@ -258,7 +273,8 @@ class TransactionalOutbox:
         instance a zombie, that would fence its successor, whose next commit then fails:
         each commit is still all or nothing, and each instance resumes from what was
         committed.)"""
-        error, self._error = self._error, None
+        error = self._error
+        self._ended()  # before the abort, which fails the sends still queued
         was_open, self.open = self.open, False
         if was_open:
             try:
