@@ -22,7 +22,7 @@ PYTHON_DOCS = [README, ROOT / "docs" / "library.md"]
 COMMAND_DOCS = [README, ROOT / "docs" / "processor.md"]
 
 INSTALL_DEMO = 'pip install -e ".[demo]" && .venv/bin/streamcal demo'
-INSTALL_TEST = 'pip install -e ".[dev]" && .venv/bin/python -m pytest'
+INSTALL_TEST = 'pip install -e ".[dev]" && .venv/bin/python -m pytest -n 4'
 
 # Commands that cannot run inside the test suite, by their start, with the reason.
 SKIPPED = {
@@ -83,7 +83,7 @@ def test_every_block_is_python_or_commands():
 
 
 def test_every_command_is_checked_or_skipped_with_a_reason():
-    checked = (INSTALL_DEMO, INSTALL_TEST, ".venv/bin/python -m pytest -m", "streamcal run ")
+    checked = (INSTALL_DEMO, INSTALL_TEST, ".venv/bin/python -m pytest -n 2 -m", "streamcal run ")
     for command in all_commands():
         matches = [c for c in checked if c in command]
         matches += [s for s in SKIPPED if command.startswith(s)]
@@ -96,7 +96,11 @@ def test_readme_states_the_two_commands():
     assert INSTALL_TEST in text
     # CI must run the README's test command
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "-m pytest" in ci and '".[dev]"' in ci
+    assert ".venv/bin/python -m pytest -n 4\n" in ci and '".[dev]"' in ci
+    # ... whose workers come with the dev extra
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    dev = pyproject["project"]["optional-dependencies"]["dev"]
+    assert any(d.startswith("pytest-xdist") for d in dev)
 
 
 def test_the_recommended_install_is_an_extra_that_brings_numba():
@@ -113,10 +117,10 @@ def test_the_demo_command_parses():
 
 
 def test_the_fast_loop_selects_declared_marks():
-    (command,) = [c for c in commands(README) if "-m pytest -m" in c]
+    (command,) = [c for c in commands(README) if "-m pytest -n 2 -m" in c]
     argv = shlex.split(command)
     at = argv.index("pytest")
-    assert argv[at + 1 :] == ["-m", "not slow and not kafka"]
+    assert argv[at + 1 :] == ["-n", "2", "-m", "not slow and not kafka"]
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     declared = {m.split(":")[0] for m in pyproject["tool"]["pytest"]["ini_options"]["markers"]}
     assert {"slow", "kafka"} <= declared
