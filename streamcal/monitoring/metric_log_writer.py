@@ -32,6 +32,7 @@ import os
 import orjson
 
 from streamcal.core.validate import check_label
+from streamcal.monitoring.log_file import open_for_append
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 from streamcal.monitoring.tracker import CalibrationTracker
 
@@ -70,7 +71,8 @@ class MetricLogWriter:
         self.every = every
         self._settings = {"window": window, "bins": bins, "top_k": top_k}
         self.tracker: CalibrationTracker | MulticlassTracker | None = None
-        self._file = open(self.path, "ab" if append else "wb")  # noqa: SIM115 - closed by close()
+        # Appending: a last line cut off by a killed writer is dropped first.
+        self._file = open_for_append(self.path) if append else open(self.path, "wb")  # noqa: SIM115
 
     def _tracker(self, multiclass: bool):
         if self.tracker is None:

@@ -16,6 +16,7 @@ unit's lines stay in order), the Prometheus exporter and the caller's ``on_metri
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 
@@ -23,6 +24,7 @@ import orjson
 
 import streamcal
 from streamcal.monitoring import schema as metric_schema
+from streamcal.monitoring.log_file import open_for_append
 from streamcal.stream.bounds import BoundWatch
 from streamcal.stream.unit import GLOBAL_UNIT
 
@@ -222,12 +224,13 @@ class MetricEmitter:
 
 
 class _MetricsFile:
-    """The ``--metrics-file``, appended to: an error of the disk (full, read-only) names
-    the file and what to do."""
+    """The ``--metrics-file``, appended to (a last line cut off by a killed run is dropped
+    first: ``open_for_append``): an error of the disk (full, read-only) names the file and
+    what to do."""
 
     def __init__(self, path: str):
         self.path = path
-        self._file = self._do(lambda: open(path, "a", encoding="utf-8"))  # noqa: SIM115
+        self._file = self._do(lambda: io.TextIOWrapper(open_for_append(path), encoding="utf-8"))
 
     def _do(self, action):
         try:
