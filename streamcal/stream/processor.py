@@ -139,6 +139,11 @@ class Processor:
         # No offset commit here: this runs in kafka-python's I/O thread, where the
         # consumer cannot block; the checkpoints are what the next owner resumes from.
         # (With exactly-once the offsets go with the transaction, through the producer.)
+        # Each released unit's line first, as a stop writes one: what it learnt since its
+        # last line would otherwise be missing from this instance's metric log until its
+        # next owner's line, or for good when no instance takes it over.
+        for u in sorted(u for u in units if u in self.units):
+            self.metrics.emit_unit(self.units[u], self._merge_counts(u))
         self.states.release(units, self._out, self._transaction())
 
     def _transaction(self):

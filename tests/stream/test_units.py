@@ -16,6 +16,7 @@ from streamcal.stream.messages import BadInput, Fields, decode_event, decode_lab
 from streamcal.stream.pending import EVENT
 from streamcal.stream.state.checkpoint import MAGIC, CheckpointError, CheckpointStore
 from tests._fakes import TP, ChunkyConsumer, Record, release_all
+from tests._helpers import CHECKPOINT_KEY
 
 KEY = b"k" * 32
 F = Fields()
@@ -366,3 +367,33 @@ def test_the_empty_snapshot_is_a_new_units_made_without_a_model():
 
     for cfg in (ProcessorConfig.build(), ProcessorConfig.build(by="shop", top_k=3)):
         assert CalibrationUnit.empty_snapshot(cfg) == CalibrationUnit(cfg).snapshot()
+
+
+def test_a_released_unit_writes_its_line_first(tmp_path):
+    """A unit revoked from this instance (a rebalance, the group's other member leaving)
+    writes its metric line before it goes, as a stop does: otherwise what it learnt since
+    its last line is missing from this instance's log, for good if no one takes it over."""
+    from streamcal.monitoring import read_metric_log
+    from streamcal.stream.processor import Processor
+    from streamcal.stream.unit import TopicRank
+
+    metrics = tmp_path / "metrics.jsonl"
+    cfg = ProcessorConfig.build(events_topic="ev", labels_topic="lab", scope="partition",
+                                state_topic="none", state_dir=str(tmp_path / "state"),
+                                metrics_file=str(metrics), metrics_every=1000,
+                                checkpoint_key=CHECKPOINT_KEY)  # fmt: skip
+    proc = Processor(cfg)
+    proc.states.adopt([0, 1])
+    proc.metrics.start(proc.units)
+    for u in (0, 1):
+        proc.units[u].send = lambda topic, key, value: None
+        for i in range(3 + u):
+            event = orjson.dumps({"id": f"e{u}-{i}", "features": {"x1": 0.1 * i}})
+            proc.units[u].handle(TopicRank.EVENT, Record("ev", u, i, 1000 * i, b"k", event))
+            label = orjson.dumps({"id": f"e{u}-{i}", "label": i % 2})
+            proc.units[u].handle(TopicRank.LABEL, Record("lab", u, i, 1000 * i, b"k", label))
+    proc._release([1])
+    proc.metrics.close()
+    assert list(proc.units) == [0]
+    assert [(line["unit"], line["labels"]) for line in read_metric_log(metrics)] == [("1", 4)]
+    proc.states.close()
