@@ -29,6 +29,7 @@ aborts the open transaction (``read_committed`` readers go on at once) and exits
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import signal
@@ -179,6 +180,7 @@ class TransactionalOutbox:
         # run in the producer's thread, possibly after the next transaction has begun.
         self._generation = 0
         self._lock = threading.Lock()
+        self._errback = functools.partial(self._doom, generation=0)  # the open one's
         self._producer = self._start()
 
     def _start(self):
@@ -202,7 +204,7 @@ class TransactionalOutbox:
         except Exception as exc:  # noqa: BLE001 - a producer in an error state: doomed
             self._doom(exc)
             return
-        fut.add_errback(self._doom, generation=self._generation)
+        fut.add_errback(self._errback)
 
     def _doom(self, exc, generation: int | None = None) -> None:
         # May run in the producer's I/O thread: only keep the first error, and only for the
@@ -216,6 +218,7 @@ class TransactionalOutbox:
         with self._lock:
             self._generation += 1
             self._error = None
+        self._errback = functools.partial(self._doom, generation=self._generation)
 
     def ship(self) -> None:
         """Nothing to do: ``send`` hands records to the producer at once."""
