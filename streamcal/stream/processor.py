@@ -142,8 +142,8 @@ class Processor:
         # Each released unit's line first, as a stop writes one: what it learnt since its
         # last line would otherwise be missing from this instance's metric log until its
         # next owner's line, or for good when no instance takes it over.
-        for u in sorted(u for u in units if u in self.units):
-            self.metrics.emit_unit(self.units[u], self._merge_counts(u))
+        self.metrics.emit_all({u: self.units[u] for u in units if u in self.units},
+                              self._merge_counts)  # fmt: skip
         self.states.release(units, self._out, self._transaction())
 
     def _transaction(self):
