@@ -43,6 +43,7 @@ _PUBLIC = {
     "VennAbersInterval": "streamcal.learner",
     "VennAbersMultiClassifier": "streamcal.learner",
     "MulticlassPrediction": "streamcal.learner",
+    "OutcomeDependentDelayWarning": "streamcal.learner",
     "Unlearned": "streamcal.learner",
     "UnlearnedWarning": "streamcal.learner",
     # --- monitoring ---
@@ -76,6 +77,7 @@ __all__ = [
     "VennAbersInterval",
     "VennAbersMultiClassifier",
     "MulticlassPrediction",
+    "OutcomeDependentDelayWarning",
     "Unlearned",
     "UnlearnedWarning",
     # monitoring
