@@ -69,6 +69,22 @@ def test_a_third_integer_class_carries_the_binary_state_over(batched):
     assert copy.predict_proba_one(x) == front.predict_proba_one(x)
 
 
+def test_the_switch_carries_every_category_over():
+    window = 10
+    front = VennAbersClassifier(nb(), window=window, by="g")
+    multi = VennAbersMultiClassifier(nb(), window=window, refresh_every=window, by="g")
+    data = [({"a": 0.0, "b": 0.0}, 0), *three_classes(400, seed=3)]
+    data = [({**x, "g": i % 3}, y) for i, (x, y) in enumerate(data)]
+    for x, y in data:
+        front.learn_one(x, y)
+        multi.learn_one(x, y)
+        if front.task == "multiclass":
+            assert front.predict_proba_one(x) == multi.predict_proba_one(x)
+    assert front.task == "multiclass" and front.categories == multi.categories
+    assert sorted(front.categories) == [0, 1, 2]
+    assert front.calibration_size == multi.calibration_size
+
+
 def test_true_and_false_are_the_classes_1_and_0_after_the_switch():
     clf = VennAbersClassifier(naive_bayes.GaussianNB(), window=10)
     for x, y in three_classes(40):
@@ -188,6 +204,23 @@ def test_the_label_whose_learning_raised_is_not_taken():
     with pytest.raises(TypeError):
         clf.learn_one({"x1": 0.7, "country": "fr"}, 1)  # the first refresh: the model learns
     assert kept() == before and all(map(np.array_equal, st.store.to_arrays(), pairs))
+
+
+def test_a_string_feature_with_by_raises_and_leaves_the_stores_consistent():
+    clf = VennAbersClassifier(lr(), window=4, by="g")
+    rng = random.Random(1)
+    raised = 0
+    for i in range(40):
+        x = {"x1": rng.random(), "g": i % 2, "country": "fr"}
+        try:
+            clf.learn_one(x, x["x1"] > 0.5)
+        except TypeError as exc:
+            assert "'country' = 'fr' is not a number" in str(exc)
+            raised += 1
+    assert raised > 0 and not clf.unlearned
+    for st in clf._state.categories.values():  # each store holds its calibration set
+        scores = sorted(c[2] for c in st.calibration)
+        assert sorted(st.store.to_arrays()[0].tolist()) == scores
 
 
 def test_integer_column_names_in_learn_many_raise_naming_them():
