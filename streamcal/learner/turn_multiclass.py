@@ -40,8 +40,19 @@ __all__ = ["carry_over"]
 
 def carry_over(binary, multi) -> None:
     """Make the ``VennAbersMultiClassifier`` ``multi`` (new, same model and settings)
-    continue the binary mode object ``binary`` (pre-trained, with or without ``by``), whose
-    refresh period is ``period``; ``multi``'s classes become 0 and 1."""
+    continue the binary mode object ``binary`` (pre-trained, with or without ``by``) with
+    its refresh period; ``multi``'s classes become 0 and 1.
+
+    >>> from river import naive_bayes
+    >>> from streamcal import VennAbersClassifier
+    >>> clf = VennAbersClassifier(naive_bayes.GaussianNB(), window=4)
+    >>> for i in range(12):
+    ...     clf.learn_one({"a": float(i % 3)}, i % 3 % 2)
+    >>> binary = clf.calibration_size
+    >>> clf.learn_one({"a": 2.0}, 2)
+    >>> clf.task, clf.classes, clf.calibration_size == binary + 1
+    ('multiclass', [0, 1, 2], True)
+    """
     multi._classes = classes = Classes([0, 1])
     model = multi.model
     state = binary.to_state()
