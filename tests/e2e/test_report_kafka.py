@@ -54,8 +54,10 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
     for line, samples in scraped:
         assert samples["streamcal_labels_total"].value == line["labels"]
         assert samples["streamcal_events_total"].value == line["events"]
-        assert samples["streamcal_log_loss"].value == pytest.approx(line["log_loss"], rel=1e-12)
-        assert samples["streamcal_mean_p1"].value == pytest.approx(line["mean_p1"], rel=1e-12)
+        n = line["labels"]
+        assert samples["streamcal_log_loss_sum"].value == pytest.approx(
+            line["log_loss"] * n, rel=1e-12)  # fmt: skip
+        assert samples["streamcal_p1_sum"].value == pytest.approx(line["mean_p1"] * n, rel=1e-12)
         assert samples["streamcal_pending"].value == line["pending"]
 
     lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]
