@@ -4,9 +4,10 @@
 
 The output is Classic JSON with the datasource as an ``__inputs`` entry
 (``DS_PROMETHEUS``), so that it imports into any Grafana and asks which Prometheus to use.
-Variables: ``job``, ``unit`` (a partition, or ``global``), ``category`` (with ``--by``;
-"All" means the unit as a whole: its series without a category label) and ``window``,
-the stated window of every windowed mean (losses, the Corollary 1 band, ECE, width).
+Variables: ``DS_PROMETHEUS`` (the datasource, for provisioned copies), ``job``, ``unit``
+(a partition, or ``global``), ``category`` (with ``--by``; "All" means the unit as a
+whole: its series without a category label) and ``window``, the stated window of every
+windowed mean (losses, the Corollary 1 band, ECE, width).
 tests/monitoring/test_dashboard.py checks that the shipped JSON is this script's output,
 and tests/e2e/test_prometheus_live.py runs every query on a live Prometheus.
 """
@@ -122,6 +123,10 @@ def templating() -> Templating:
                         default="$__all", **kw)  # fmt: skip
 
     return Templating([
+        # The datasource as a variable too: a provisioned dashboard (no import dialog to
+        # fill the input) resolves ${DS_PROMETHEUS} to the default Prometheus through it.
+        Template(name="DS_PROMETHEUS", query="prometheus", type="datasource",
+                 label="datasource", default="default"),
         of("job", "label_values(streamcal_events_total, job)", allValue=".*"),
         of("unit", 'label_values(streamcal_events_total{job=~"$job"}, unit)', allValue=".*"),
         # "All" is the unit as a whole: the series without a category label.

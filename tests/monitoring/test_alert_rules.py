@@ -67,3 +67,10 @@ def test_every_alert_is_named_labelled_annotated_and_has_a_runbook():
 def test_every_alert_has_a_unit_test():
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert {r["alert"] for r in alerts()} <= tested
+
+
+def test_promtool_checks_the_shipped_configuration():
+    config = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+    out = subprocess.run([promtool(), "check", "config", str(config)], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and "1 rule files found" in out.stdout, out.stdout + out.stderr

@@ -44,8 +44,11 @@ def test_it_imports_anywhere_and_selects_the_unit_and_category():
     for panel in d["panels"]:
         assert panel["datasource"] == "${DS_PROMETHEUS}", panel["title"]
         assert all(t["datasource"] == "${DS_PROMETHEUS}" for t in panel["targets"])
-    names = {v["name"] for v in d["templating"]["list"]}
-    assert {"unit", "category", "window"} <= names
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert {"unit", "category", "window"} <= set(variables)
+    # Provisioned (no import dialog), ${DS_PROMETHEUS} resolves through this variable.
+    assert variables["DS_PROMETHEUS"]["type"] == "datasource"
+    assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
     assert all('unit=~"$unit"' in q for q in queries(d) if "streamcal_" in q)
 
 
