@@ -27,6 +27,7 @@ from numbers import Real
 from prometheus_client import CollectorRegistry, start_http_server
 
 from streamcal.monitoring import schema
+from streamcal.monitoring.metric_log import check_bins
 from streamcal.monitoring.series import line_families
 
 __all__ = ["PrometheusExporter"]
@@ -37,6 +38,8 @@ def _check(metric_line) -> None:
         raise ValueError(f"metric line must be a dict, got {type(metric_line).__name__}")
     for f in schema.FIELDS:
         v = metric_line.get(f.key)
+        if f.kind == schema.BINS:
+            check_bins("metric line", f.key, v)  # a scrape turns them into series
         if v is None or not f.numeric:
             continue
         if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):

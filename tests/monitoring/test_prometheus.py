@@ -143,7 +143,8 @@ def test_shared_registry_with_const_labels_and_no_server():
     b.close()
 
 
-@pytest.mark.parametrize("bad", [{"log_loss": "high"}, {"events": True}, {"ece": float("nan")}])
+@pytest.mark.parametrize("bad", [{"log_loss": "high"}, {"events": True}, {"ece": float("nan")},
+                                 {"reliability": [{"lo": 0.0, "count": 3}]}])  # fmt: skip
 def test_bad_update_is_refused_and_keeps_the_previous_line(bad):
     with PrometheusExporter(port=0) as exp:
         exp.update({"log_loss": 0.5, "events": 3, "ece": 0.1, "labels": 2})
