@@ -75,6 +75,7 @@ def a_processor_log(path) -> None:
     path.write_bytes(b"".join(orjson.dumps(ln) + b"\n" for ln in lines))
 
 
+@pytest.mark.slow  # a browser start and a report: 5-10 s
 def test_the_report_in_a_real_browser(tmp_path):
     from streamcal.monitoring.report import write_report
 
