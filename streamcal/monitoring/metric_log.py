@@ -190,7 +190,9 @@ def snapshot_log(fed, count, snapshot, points: int) -> list[dict]:
     return log
 
 
-def _check_bins(where: str, key: str, bins) -> None:
+def check_bins(where: str, key: str, bins) -> None:
+    """ValueError naming ``where`` and ``key`` unless ``bins`` is null or a list of
+    reliability bins (``ReliabilityBins.table()``)."""
     if bins is None:
         return
     if not isinstance(bins, list) or not bins:
@@ -220,7 +222,7 @@ def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
     for f in fields:
         v = obj.get(f.key)
         if f.kind == schema.BINS:
-            _check_bins(where, f.key, v)
+            check_bins(where, f.key, v)
         elif v is None or not f.numeric:
             continue
         elif not is_number(v):

@@ -2,11 +2,12 @@
 
 The stream processor calls ``update(line)`` each time it writes a metric-log line; a
 scrape then reads that line. The metric schema (``streamcal.monitoring.schema``) says
-what each field becomes: counters (``streamcal_events_total``, ...), gauges, and the
-version as ``streamcal_build_info``; lines with label values (see the schema) are kept
-one per label set. The exporter is a custom collector on its own ``CollectorRegistry``,
-so several processors (or tests) in one process never collide, and a scrape always sees
-one consistent line.
+what each field becomes and ``streamcal.monitoring.series`` how: counters
+(``streamcal_events_total``, ...), means as ``_sum``/``_count`` pairs
+(``streamcal_log_loss_sum``, ...), gauges, and the version as ``streamcal_build_info``;
+lines with label values (see the schema) are kept one per label set. The exporter is a
+custom collector on its own ``CollectorRegistry``, so several processors (or tests) in
+one process never collide, and a scrape always sees one consistent line.
 
 >>> import urllib.request
 >>> with PrometheusExporter(port=0) as exporter:  # port 0: any free port
@@ -14,7 +15,7 @@ one consistent line.
 ...     url = f"http://127.0.0.1:{exporter.port}/metrics"
 ...     text = urllib.request.urlopen(url, timeout=5).read().decode()
 >>> [line for line in text.splitlines() if line.startswith(("streamcal_events", "streamcal_log"))]
-['streamcal_events_total 12.0', 'streamcal_log_loss 0.25']
+['streamcal_log_loss_count 10.0', 'streamcal_log_loss_sum 2.5', 'streamcal_events_total 12.0']
 """
 
 from __future__ import annotations
@@ -24,19 +25,12 @@ import threading
 from numbers import Real
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from streamcal.monitoring import schema
+from streamcal.monitoring.metric_log import check_bins
+from streamcal.monitoring.series import line_families
 
 __all__ = ["PrometheusExporter"]
-
-# In the order of a scrape; bins stay in the metric log, for reports.
-_FAMILIES = {
-    schema.COUNTER: CounterMetricFamily,
-    schema.GAUGE: GaugeMetricFamily,
-    schema.INFO: InfoMetricFamily,
-}
-
 
 def _check(metric_line) -> None:
     """ValueError naming the key if a known statistic is not a number or null."""
@@ -44,6 +38,8 @@ def _check(metric_line) -> None:
         raise ValueError(f"metric line must be a dict, got {type(metric_line).__name__}")
     for f in schema.FIELDS:
         v = metric_line.get(f.key)
+        if f.kind == schema.BINS:
+            check_bins("metric line", f.key, v)  # a scrape turns them into series
         if v is None or not f.numeric:
             continue
         if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):
@@ -57,44 +53,21 @@ def _label_values(line: dict) -> tuple:
 
 class _LineCollector:
     """Turns the latest metric-log line of each label set into metric families at each
-    scrape. A line without labels is the whole processor's."""
+    scrape (``streamcal.monitoring.series``). A line without labels is the whole
+    processor's."""
 
     def __init__(self, prefix: str, const_labels: dict[str, str]):
         self.prefix = prefix
-        self.label_names = list(const_labels)
-        self.label_values = [str(v) for v in const_labels.values()]
+        self.const_labels = const_labels
         self.lines: dict[tuple, dict] = {}
+        self.floors: dict = {}  # each sum's last (count, value): sums never go down
 
     def describe(self):
         return []  # names depend on the line; registering must not call collect()
 
     def collect(self):
-        lines = list(self.lines.items())  # one snapshot: a concurrent update() cannot mix
-        label_keys = [label.key for label in schema.LABELS]
-        for f in (f for kind in _FAMILIES for f in schema.fields(kind)):
-            rows = []
-            for values, line in lines:
-                value = line.get(f.key)
-                # A labelled line feeds only the fields broken down by its labels.
-                used = {k for k, v in zip(label_keys, values, strict=True) if v is not None}
-                if value is None or not used <= set(f.labels):
-                    continue  # undefined (no labels yet, no raw scores): absent, not 0
-                rows.append((line, value))
-            if not rows:
-                continue
-            # Only the labels some line carries: unlabelled lines make unlabelled series,
-            # and without per-category lines the scrape is what it was before categories.
-            names = [k for k in f.labels if any(line.get(k) is not None for line, _ in rows)]
-            m = _FAMILIES[f.kind](
-                f"{self.prefix}_{f.prometheus_name}", f.help, labels=self.label_names + names
-            )
-            for line, value in rows:
-                label_values = self.label_values + [str(line.get(k) or "") for k in names]
-                if f.kind == schema.INFO:
-                    m.add_metric(label_values, {f.key: str(value)})
-                else:
-                    m.add_metric(label_values, float(value))
-            yield m
+        lines = self.lines  # one snapshot: a concurrent update() cannot mix
+        yield from line_families(lines, self.prefix, self.const_labels, self.floors)
 
 
 class PrometheusExporter:

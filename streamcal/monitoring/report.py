@@ -37,6 +37,7 @@ import os
 from pathlib import Path
 
 from streamcal.monitoring import schema
+from streamcal.monitoring.event_rate import event_rate
 from streamcal.monitoring.metric_log import (
     detect_format,
     metric_log_from_predictions,
@@ -67,6 +68,7 @@ CATEGORY_FIGURE = "categories.png"
 CLASS_FIGURE = "classes.png"
 ALARM_FIGURE = "alarm.png"
 _CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
+_DASH = (0, (4, 3))  # the protected probability's curves: p's show between the dashes
 
 
 class MissingDependencyError(ImportError):
@@ -188,14 +190,17 @@ def loss_figure(log, path: Path) -> None:
             ("raw_" + key, _RAW, 1.8, 1.0, "raw, cumulative"),
         ]
         if protected:
+            # Dashed and thinner, over the calibrated curves: until protection departs from
+            # p the two coincide, and a solid protected curve drawn last hid p's.
             lines += [
-                ("recent_protected_" + key, _PROT, 0.8, 0.45, "protected, rolling"),
-                ("protected_" + key, _PROT, 1.8, 1.0, "protected, cumulative"),
+                ("recent_protected_" + key, _PROT, 0.7, 0.45, "protected, rolling", _DASH),
+                ("protected_" + key, _PROT, 1.1, 1.0, "protected, cumulative", _DASH),
             ]
         series = []
-        for k, colour, lw, alpha, label in lines:
+        for k, colour, lw, alpha, label, *style in lines:
             series.append(_series(log, k))
-            ax.plot(x, series[-1], color=colour, lw=lw, alpha=alpha, label=label)
+            ax.plot(x, series[-1], color=colour, lw=lw, alpha=alpha, label=label,
+                    ls=style[0] if style else "-")  # fmt: skip
         limits = _settled_limits(x, series)
         if limits is not None:
             ax.set_ylim(*limits)
@@ -723,7 +728,8 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     categories = list(by_category.values())
-    last = log[-1]
+    # The run's rate, not the last line's: a processor's line at stop reads 0 events/s.
+    last = {**log[-1], "events_per_s": event_rate(log)} if "events_per_s" in log[-1] else log[-1]
     reliability_figure(last, out / "reliability.png")
     loss_figure(log, out / "loss.png")
     width_figure(log, out / "width.png")

@@ -127,7 +127,10 @@ class MetricField:
     lines of several units add up to the whole stream's (``POOLS``; default: counters
     summed, tracker gauges averaged weighted by labels, other gauges summed, info
     joined, bins added); ``only_with`` the optional feature it belongs to (``PROTECTION``):
-    a tracker snapshot carries the field only when that feature is in use.
+    a tracker snapshot carries the field only when that feature is in use; ``per``: the
+    field is a mean over the counter ``per`` (e.g. ``labels``), so Prometheus gets it as
+    a ``_sum``/``_count`` pair (``streamcal.monitoring.series``): summable over units and
+    windowed by ``rate(x_sum[w]) / rate(x_count[w])``.
     """
 
     key: str
@@ -140,6 +143,7 @@ class MetricField:
     labels: tuple[str, ...] = UNIT_LABELS
     pool: str | None = None
     only_with: str | None = None
+    per: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -216,23 +220,26 @@ FIELDS: tuple[MetricField, ...] = (
     _t_optional("raw_labels", COUNTER, "with a raw score",
        "Labels whose prediction carried a raw model score."),
     _t("log_loss", GAUGE, "log loss",
-       "Cumulative log loss of the calibrated probability p.", labels=_C),
+       "Cumulative log loss of the calibrated probability p.", labels=_C, per="labels"),
     _t("recent_log_loss", GAUGE, "log loss, recent",
        "Log loss of p over the last window of labels."),
     _t("square_loss", GAUGE, "square loss",
-       "Cumulative square (Brier) loss of p.", labels=_C),
+       "Cumulative square (Brier) loss of p.", labels=_C, per="labels"),
     _t("recent_square_loss", GAUGE, "square loss, recent",
        "Square loss of p over the last window."),
     _t("raw_log_loss", GAUGE, "raw log loss",
-       "Cumulative log loss of the raw model score.", pool="mean:raw_labels"),
+       "Cumulative log loss of the raw model score.", pool="mean:raw_labels",
+       per="raw_labels"),
     _t("recent_raw_log_loss", GAUGE, "raw log loss, recent",
        "Log loss of the raw score, last window.", pool="mean:raw_labels"),
     _t("raw_square_loss", GAUGE, "raw square loss",
-       "Cumulative square loss of the raw model score.", pool="mean:raw_labels"),
+       "Cumulative square loss of the raw model score.", pool="mean:raw_labels",
+       per="raw_labels"),
     _t("recent_raw_square_loss", GAUGE, "raw square loss, recent",
        "Square loss of the raw score, last window.", pool="mean:raw_labels"),
     _t("mean_width", GAUGE, "mean p1 - p0",
-       "Mean Venn-Abers interval width p1 - p0.", labels=_C),
+       "Mean Venn-Abers interval width p1 - p0.", labels=_C, prometheus="interval_width",
+       per="labels"),
     _t("recent_mean_width", GAUGE, "mean p1 - p0, recent",
        "Mean p1 - p0 over the last window."),
     _t("ece", GAUGE, "ECE (binned)",
@@ -240,23 +247,26 @@ FIELDS: tuple[MetricField, ...] = (
     _t("raw_ece", GAUGE, "raw ECE (binned)",
        "Binned expected calibration error of the raw score.", pool="ece:raw_reliability"),
     _t("mean_p0", GAUGE, "mean p0",
-       "Mean p0 (lower end of the Corollary 1 band).", labels=_CC),
+       "Mean p0 (lower end of the Corollary 1 band).", labels=_CC, prometheus="p0",
+       per="labels"),
     _t("frequency", GAUGE, "frequency of 1",
-       "Frequency of label 1.", labels=_CC),
+       "Frequency of label 1 (in Prometheus: the labels' sum, i.e. the number of 1s).",
+       labels=_CC, prometheus="label", per="labels"),
     _t("mean_p1", GAUGE, "mean p1",
-       "Mean p1 (upper end of the Corollary 1 band).", labels=_CC),
+       "Mean p1 (upper end of the Corollary 1 band).", labels=_CC, prometheus="p1",
+       per="labels"),
     # Protection (docs/alerts.md): only in the lines of a tracker that was given protected
     # probabilities or protection's gain.
     _t_protected("protected_labels", COUNTER, "with a protected probability",
        "Labels whose prediction carried a protected probability.", labels=_C),
     _t_protected("protected_log_loss", GAUGE, "protected log loss",
        "Cumulative log loss of the protected probability.", labels=_C,
-       pool="mean:protected_labels"),
+       pool="mean:protected_labels", per="protected_labels"),
     _t_protected("recent_protected_log_loss", GAUGE, "protected log loss, recent",
        "Log loss of the protected probability, last window.", pool="mean:protected_labels"),
     _t_protected("protected_square_loss", GAUGE, "protected square loss",
        "Cumulative square loss of the protected probability.", labels=_C,
-       pool="mean:protected_labels"),
+       pool="mean:protected_labels", per="protected_labels"),
     _t_protected("recent_protected_square_loss", GAUGE, "protected square loss, recent",
        "Square loss of the protected probability, last window.",
        pool="mean:protected_labels"),
@@ -293,21 +303,24 @@ FIELDS: tuple[MetricField, ...] = (
     _t_multiclass("classes", GAUGE, "classes",
        "Classes known to the calibrator (from labels and the model's outputs).", pool="max"),
     _t_multiclass("multiclass_log_loss", GAUGE, "multiclass log loss",
-       "Cumulative log loss of the calibrated class probabilities (at the true class)."),
+       "Cumulative log loss of the calibrated class probabilities (at the true class).",
+       per="labels"),
     _t_multiclass("recent_multiclass_log_loss", GAUGE, "multiclass log loss, recent",
        "Multiclass log loss of the calibrated probabilities, last window."),
     _t_multiclass("multiclass_square_loss", GAUGE, "multiclass Brier score",
-       "Cumulative Brier score of the calibrated class probabilities (summed over classes)."),
+       "Cumulative Brier score of the calibrated class probabilities (summed over classes).",
+       per="labels"),
     _t_multiclass("recent_multiclass_square_loss", GAUGE, "multiclass Brier score, recent",
        "Brier score of the calibrated class probabilities, last window."),
     _t_multiclass("raw_multiclass_log_loss", GAUGE, "raw multiclass log loss",
-       "Cumulative log loss of the model's own class probabilities.", pool="mean:raw_labels"),
+       "Cumulative log loss of the model's own class probabilities.", pool="mean:raw_labels",
+       per="raw_labels"),
     _t_multiclass("recent_raw_multiclass_log_loss", GAUGE, "raw multiclass log loss, recent",
        "Multiclass log loss of the model's probabilities, last window.",
        pool="mean:raw_labels"),
     _t_multiclass("raw_multiclass_square_loss", GAUGE, "raw multiclass Brier score",
        "Cumulative Brier score of the model's own class probabilities.",
-       pool="mean:raw_labels"),
+       pool="mean:raw_labels", per="raw_labels"),
     _t_multiclass("recent_raw_multiclass_square_loss", GAUGE, "raw multiclass Brier, recent",
        "Brier score of the model's probabilities, last window.", pool="mean:raw_labels"),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
@@ -325,6 +338,9 @@ FIELDS: tuple[MetricField, ...] = (
     _p("pending_bytes", GAUGE, "bytes of predictions waiting",
        "Bytes of the predictions waiting for their label, as kept in the state store "
        "(bounded by --pending-max-bytes; the store's own overhead comes on top)."),
+    _p("pending_max_bytes", GAUGE, None,
+       "The bound on pending_bytes (--pending-max-bytes): beyond it the oldest waiting "
+       "predictions are evicted."),
     _p("expired", COUNTER, "expired",
        "Predictions whose label never came before the deadline."),
     _p("evicted", COUNTER, "evicted by a bound",

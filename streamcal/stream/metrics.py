@@ -4,7 +4,8 @@ A metric line (docs/contracts.md) has every field of the metric schema
 (``streamcal.monitoring.schema``) but those of an optional feature that is off (the
 protection fields without ``--protect``, the alarm's without ``--alarm``, the multiclass
 ones of a binary run: absent, not null), in its order, taken by name from a unit's
-``snapshot()`` and from the processor's own values (time, rate, merge stalls, version);
+``snapshot()`` and from the processor's own values (time, rate, merge stalls, the waiting
+bound, version);
 then the labels saying where it comes from: ``unit`` (the partition number, or
 ``global``) and ``instance``. With ``--by`` a unit's line is followed by its
 per-category lines, with the same labels; with ``--task multiclass`` by its per-class
@@ -144,6 +145,7 @@ class MetricEmitter:
             "ts": time.time(),
             "events_per_s": (events - then) / elapsed if elapsed > 0 else 0.0,
             **merge,
+            "pending_max_bytes": self.config.pending_max_bytes,
             "version": self.version,
         }
         return metric_line(values, unit, self.instance, self.features)

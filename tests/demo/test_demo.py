@@ -217,7 +217,8 @@ def test_compose_file_structure():
     yaml = pytest.importorskip("yaml")
     doc = yaml.safe_load(text)
     services = doc["services"]
-    assert set(services) == {"kafka", "topics", "processor", "calibrator", "producer"}
+    assert set(services) == {"kafka", "topics", "processor", "calibrator", "producer",
+                             "prometheus", "grafana"}  # fmt: skip
     assert services["calibrator"]["profiles"] == ["scale"]
     assert services["calibrator"]["deploy"]["replicas"] == 3
     assert services["kafka"]["image"].startswith("apache/kafka:")
@@ -232,3 +233,15 @@ def test_compose_file_structure():
         assert svc["command"] == _commands(text)[name]  # the regex reader agrees with YAML
     assert set(doc["volumes"]) >= {"streamcal-state"}
     assert os.path.isfile(os.path.join(ROOT, "Dockerfile"))
+    # Prometheus and Grafana get the shipped rules, configuration and dashboard.
+    for name in ("prometheus", "grafana"):
+        for mount in services[name]["volumes"]:
+            source = mount.split(":")[0]
+            if source.startswith("./"):
+                assert os.path.exists(os.path.join(ROOT, source)), (name, source)
+    prometheus_config = yaml.safe_load(
+        open(os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")).read()
+    )
+    targets = prometheus_config["scrape_configs"][0]["static_configs"][0]["targets"]
+    port = _commands(text)["processor"][_commands(text)["processor"].index("--metrics-port") + 1]
+    assert targets == [f"processor:{port}"]

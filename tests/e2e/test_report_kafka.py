@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamcal.cli import main
+from streamcal.monitoring.event_rate import event_rate
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._kafka_helpers import base_settings, produce_stream, synthetic_stream
@@ -54,8 +55,10 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
     for line, samples in scraped:
         assert samples["streamcal_labels_total"].value == line["labels"]
         assert samples["streamcal_events_total"].value == line["events"]
-        assert samples["streamcal_log_loss"].value == pytest.approx(line["log_loss"], rel=1e-12)
-        assert samples["streamcal_mean_p1"].value == pytest.approx(line["mean_p1"], rel=1e-12)
+        n = line["labels"]
+        assert samples["streamcal_log_loss_sum"].value == pytest.approx(
+            line["log_loss"] * n, rel=1e-12)  # fmt: skip
+        assert samples["streamcal_p1_sum"].value == pytest.approx(line["mean_p1"] * n, rel=1e-12)
         assert samples["streamcal_pending"].value == line["pending"]
 
     lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]
@@ -71,7 +74,9 @@ def test_metric_log_prometheus_and_report_of_a_real_run(kafka_broker, unique_top
     shown = {
         k: html.unescape(v) for k, v in re.findall(r'data-key="([^"]+)" data-value="([^"]*)"', page)
     }
-    last = lines[-1]
+    # The run's event rate, not that of the line written at stop (0: nothing came since).
+    assert lines[-1]["events_per_s"] == 0.0 and float(shown["events_per_s"]) > 0
+    last = {**lines[-1], "events_per_s": event_rate(lines)}
     checked = 0
     for key, value in shown.items():
         if key in ("version", "corollary1"):

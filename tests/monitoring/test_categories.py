@@ -130,7 +130,7 @@ def test_prometheus_labels_categories_only_when_there_are_some():
     exporter = PrometheusExporter(None)
     exporter.update(t.snapshot())
     before = generate_latest(exporter.registry).decode()
-    assert "streamcal_log_loss " in before and "category" not in before  # as before labels
+    assert "streamcal_log_loss_sum " in before and "category" not in before  # as before labels
     for row in t.category_snapshots():
         exporter.update(row)
     samples = [
@@ -138,10 +138,10 @@ def test_prometheus_labels_categories_only_when_there_are_some():
         for fam in text_string_to_metric_families(generate_latest(exporter.registry).decode())
         for s in fam.samples
     ]
-    freq = {s.labels.get("category"): s.value for s in samples if s.name == "streamcal_frequency"}
+    ones = {s.labels.get("category"): s.value for s in samples if s.name == "streamcal_label_sum"}
     rows = {r["category"]: r for r in t.category_snapshots()}
-    assert freq == {"": t.snapshot()["frequency"], "fr": rows["fr"]["frequency"],
-                    "de": rows["de"]["frequency"]}  # fmt: skip
+    assert ones == {"": 10, "fr": rows["fr"]["frequency"] * rows["fr"]["labels"],
+                    "de": rows["de"]["frequency"] * rows["de"]["labels"]}  # fmt: skip
     # whole-stream-only fields are not broken down
     assert {s.labels.get("category", "") for s in samples if s.name == "streamcal_raw_ece"} <= {""}
     # a new set of category lines replaces the old one: "de" left the top k
@@ -198,11 +198,11 @@ def test_each_unit_publishes_its_own_categories():
         [dict(t.category_snapshots()[1], labels=7)], {"unit": "1", "instance": "a"}
     )
     text = generate_latest(exporter.registry).decode()
-    assert 'streamcal_labels_total{category="de",instance="a",unit="0"} 1.0' in text
-    assert 'streamcal_labels_total{category="de",instance="a",unit="1"}' not in text
-    assert 'streamcal_labels_total{category="fr",instance="a",unit="1"} 7.0' in text
-    assert 'streamcal_labels_total{category="",instance="a",unit="1"} 2.0' in text
-    assert 'streamcal_events_total{instance="a",unit="0"} 2.0' in text
+    assert 'streamcal_labels_total{category="de",unit="0"} 1.0' in text
+    assert 'streamcal_labels_total{category="de",unit="1"}' not in text
+    assert 'streamcal_labels_total{category="fr",unit="1"} 7.0' in text
+    assert 'streamcal_labels_total{category="",unit="1"} 2.0' in text
+    assert 'streamcal_events_total{unit="0"} 2.0' in text
     exporter.close()
 
 

@@ -148,11 +148,14 @@ def test_line_prometheus_and_report(tmp_path):
     for fam in text_string_to_metric_families(generate_latest(emitter.exporter.registry).decode()):
         for s in fam.samples:
             samples[(s.name, s.labels.get("class", ""))] = s.value
-    assert samples[("streamcal_multiclass_log_loss", "")] == pytest.approx(
-        last["multiclass_log_loss"])
-    assert samples[("streamcal_mean_p0", "red")] == pytest.approx(by_class["red"]["mean_p0"])
-    assert samples[("streamcal_frequency", "blue")] == pytest.approx(by_class["blue"]["frequency"])
-    assert ("streamcal_log_loss", "red") not in samples  # not broken down by class
+    assert samples[("streamcal_multiclass_log_loss_sum", "")] == pytest.approx(
+        last["multiclass_log_loss"] * last["labels"])
+    red, blue = by_class["red"], by_class["blue"]
+    assert samples[("streamcal_p0_sum", "red")] == pytest.approx(red["mean_p0"] * red["labels"])
+    assert samples[("streamcal_p0_count", "red")] == red["labels"]
+    assert samples[("streamcal_label_sum", "blue")] == pytest.approx(
+        blue["frequency"] * blue["labels"])
+    assert ("streamcal_log_loss_sum", "red") not in samples  # not broken down by class
     emitter.close()
 
     page = write_report(tmp_path / "metrics.jsonl", tmp_path / "report")

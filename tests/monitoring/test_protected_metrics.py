@@ -324,7 +324,11 @@ def test_schema_line_scrape_and_report(tmp_path):
     assert got[("streamcal_calibration_alarm_at_labels", "")] == last["alarm_at"]
     assert got[("streamcal_log_martingale", "")] == pytest.approx(last["log_martingale"])
     assert got[("streamcal_log_martingale", "x")] == 2.0
-    assert got[("streamcal_protected_log_loss", "")] == pytest.approx(last["protected_log_loss"])
+    assert got[("streamcal_protected_log_loss_sum", "")] == pytest.approx(
+        last["protected_log_loss"] * last["protected_labels"])
+    assert got[("streamcal_protected_log_loss_count", "")] == last["protected_labels"]
+    assert got[("streamcal_calibration_alarms_total", "")] == 1
+    assert got[("streamcal_calibration_alarm_threshold", "")] == pytest.approx(-math.log(ALPHA))
     assert got[("streamcal_protected_labels_total", "")] == last["protected_labels"]
     assert got[("streamcal_calibration_alarm_alpha", "")] == ALPHA
     assert got[("streamcal_calibration_alarm_onset_labels", "")] == 600

@@ -158,7 +158,8 @@ def test_docs_contracts_lists_the_fields_of_the_schema():
     suffix = {schema.COUNTER: "_total", schema.INFO: "_info"}
     declared = [
         (f.key, f.kind, f.source, f.required,
-         "" if f.kind == schema.BINS else f"streamcal_{f.prometheus_name}{suffix.get(f.kind, '')}")
+         "" if f.kind == schema.BINS
+         else f"streamcal_{f.prometheus_name}{'_sum' if f.per else suffix.get(f.kind, '')}")
         for f in schema.FIELDS
     ]  # fmt: skip
     assert documented == declared
