@@ -12,6 +12,7 @@ from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
+from streamcal.learner.horizon import Horizon
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE
@@ -171,6 +172,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         by=None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
         alarm_alpha: float | None = None,
+        label_horizon: int | None = None,
+        label_default=None,
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
@@ -181,7 +184,11 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             refresh_every=refresh_every,
             by=by,
             max_categories=max_categories,
+            label_horizon=label_horizon,
+            label_default=label_default,
         )
+        if label_default is not None:
+            _check_class(label_default)
         if mode != "pretrained":
             raise ValueError(
                 f"mode {mode!r} is not offered for multiclass models: only 'pretrained' "
@@ -196,6 +203,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.by = by
         self.max_categories = max_categories
         self.alarm_alpha = alarm_alpha
+        self.label_horizon = label_horizon
+        self.label_default = label_default
+        self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._alarm = None
         if alarm_alpha is not None:
             try:
@@ -259,7 +269,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         s, stores = self._state.predict(x, *self._category(kwargs))
+        self._predicted(x, kwargs)
         return dict(zip(self.classes.labels, self._vector(s, stores)[3], strict=True))
 
     def predict_one(self, x: dict, **kwargs):
@@ -270,7 +283,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         s, stores = self._state.predict(x, *self._category(kwargs))
+        self._predicted(x, kwargs)
         labels = self.classes.labels
         if not labels:
             return None
@@ -338,6 +354,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         ``unlearned`` and as an ``UnlearnedWarning``, see ``VennAbersClassifier``)."""
         _check_class(y)
         check_features(x)
+        if self._waits(x, y, kwargs):
+            return
         label = self.classes.index(y)
         st = self._state
         st.learn(x, label, *self._category(kwargs))
@@ -364,10 +382,13 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         return batch.proba_frame(labels, [[p.get(c, 0.0) for p in probas] for c in labels])
 
     def _probas(self, batch) -> list[dict]:
+        if self._horizon is not None:  # a batch is predicted with what matured before it
+            self._mature()
         labels = self.classes.labels
         out = []
         for x in batch.rows():
             s, stores = self._state.predict(x)
+            self._predicted(x, {})
             out.append(dict(zip(labels, self._vector(s, stores)[3], strict=True)))
         return out
 
@@ -390,6 +411,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def _learn_batch(self, batch, labels: list) -> None:
         for y in labels:
             _check_class(y)
+        if self._horizon is not None:  # every row waits for its prediction to mature
+            for x, y in zip(batch.rows(), labels, strict=True):
+                self.learn_one(x, y)
+            return
         indices = [self.classes.index(y) for y in labels]
         st = self._state
         st.learn_many(batch.rows(), indices, batch=batch)
@@ -416,6 +441,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             "refresh_period": self._state.refresh_every,
             "alarm_alpha": self.alarm_alpha,
             "alarm": None if self._alarm is None else self._alarm.to_state(),
+            **self._horizon_state(),
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -431,6 +457,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             **settings,
             max_categories=state["max_categories"],
             alarm_alpha=state.get("alarm_alpha"),  # states saved before the alarm: off
+            **cls._horizon_settings(state),
         )
         if state.get("alarm") is not None:
             bound = None if clf.by is None else clf.max_categories
@@ -441,6 +468,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         before = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every)
         period = state.get("refresh_period", before.refresh_period)
         clf._state = clf._new_state(period, state["mode_state"])
+        clf._restore_horizon(state)
         return clf
 
 
