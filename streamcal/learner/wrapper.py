@@ -124,12 +124,20 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
     def late_labels(self) -> int:
         """With ``label_horizon``: labels that came when no prediction of their object waited
         (it had matured, or was never made): counted, not learned. 0 without."""
-        return 0 if self._horizon is None else self._horizon.late
+        hz = self._answering()._horizon
+        return 0 if hz is None else hz.late
 
     @property
     def waiting(self) -> int:
         """With ``label_horizon``: predictions waiting to mature (at most the horizon)."""
-        return 0 if self._horizon is None else len(self._horizon)
+        hz = self._answering()._horizon
+        return 0 if hz is None else len(hz)
+
+    def _answering(self) -> VennAbersWrapper:
+        """The classifier that answers: the multiclass side once the binary front door
+        turned multiclass (it took the horizon along), else this one."""
+        multi = getattr(self, "_multi", None)
+        return self if multi is None else multi
 
     def _horizon_state(self) -> dict:
         """The horizon's part of ``to_state``: its settings and waiting predictions (none
