@@ -143,6 +143,15 @@ class VennAbersClassifier(VennAbersWrapper):
         always passes it adds ``"lookup": False`` to the dict, so that predictions
         remember nothing (faster, smaller state). Default ``False``: p keeps its
         guarantee under exchangeability and outputs do not change.
+    label_horizon, label_default
+        A label-maturity horizon (``streamcal.learner.horizon``), for labels whose delay
+        depends on the outcome (learned in arrival order, they bias the calibration):
+        ``learn_one(x, y)`` gives y to the waiting prediction of x, and prediction i is
+        learned, in prediction order, when prediction i + H is asked for; with
+        ``label_default`` if it has no label by then (implicit negatives), else dropped.
+        A label later than that is counted in ``late_labels``, not learned. Choose H as a
+        high quantile of the label delay, in predictions. Memory: O(H) feature dicts.
+        Default None: labels are learned as they come.
 
     Examples
     --------
@@ -193,6 +202,20 @@ class VennAbersClassifier(VennAbersWrapper):
     (0.03, 0.03, False, -0.84)
     >>> round(guarded.protection_gain, 2)  # the log loss protection saved, in nats
     -0.35
+
+    A horizon: only positives are labelled, 5 predictions later; every prediction
+    older than 20 is learned, as False if no label came:
+
+    >>> matured = VennAbersClassifier(bare.clone(), window=200, label_horizon=20,
+    ...                               label_default=False)
+    >>> seen = []
+    >>> for x, y in datasets.Phishing():
+    ...     p = matured.predict_proba_one(x)[True]
+    ...     seen.append((x, y))
+    ...     if len(seen) > 5 and seen[-6][1]:  # the label of the object 5 back, if True
+    ...         matured.learn_one(*seen[-6])
+    >>> matured.waiting, matured.late_labels
+    (20, 0)
 
     """
 

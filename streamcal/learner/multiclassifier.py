@@ -136,6 +136,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         probability of the true class among earlier objects of that class, scored by the
         same frozen model (the calibration set's scores: no extra cost). There is no
         protected probability for multiclass models. Default None: off.
+    label_horizon, label_default
+        A label-maturity horizon, in predictions, as in ``VennAbersClassifier``
+        (``streamcal.learner.horizon``); ``label_default`` is a class.
 
     Examples
     --------
