@@ -60,6 +60,7 @@ __all__ = ["DelayWatch", "Horizon", "PredictionKeys", "WATCH_LABELS"]
 
 WATCH_LABELS = 10_000  # labels whose delays are watched (without a horizon), then no more
 WATCH_PREDICTIONS = 10_000  # predictions remembered for the watch (the newest)
+WATCH_MAX = 1_000_000  # predictions after which the watch stops, labels matched or not
 
 _NO_LABEL = object()
 
@@ -245,7 +246,9 @@ class DelayWatch:
     Only the first ``WATCH_LABELS`` labels matched to a prediction are watched (the delays
     are a property of the source, seen early), with the keys of the newest
     ``WATCH_PREDICTIONS`` predictions (a delay longer than that is not measured); then
-    ``done`` and the table is freed. Not in the classifier's state: a restored classifier
+    (or after ``WATCH_MAX`` predictions, for a caller that predicts and learns different
+    objects) ``done`` and the table is freed. It costs a key per prediction (~1 µs) while
+    it lasts. Not in the classifier's state: a restored classifier
     watches again (a pickle keeps only whether the warning was given).
 
     >>> watch, said = DelayWatch(min_labels=2), []
@@ -278,7 +281,7 @@ class DelayWatch:
     @property
     def done(self) -> bool:
         """Whether the watch is over (the warning was given, or enough labels were seen)."""
-        return self.delays.said or self.labels >= WATCH_LABELS
+        return self.delays.said or self.labels >= WATCH_LABELS or self.n >= WATCH_MAX
 
     def predicted(self, x: dict, kwargs) -> None:
         """A prediction for ``x`` was just made."""
@@ -290,6 +293,8 @@ class DelayWatch:
             if len(index) > WATCH_PREDICTIONS:
                 del index[next(iter(index))]
         self.n += 1
+        if self.n >= WATCH_MAX:
+            self._index = {}
 
     def labelled(self, x: dict, y, kwargs) -> str | None:
         """Label ``y`` of ``x`` came: its delay is counted (if its prediction is known); the
