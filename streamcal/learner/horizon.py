@@ -32,8 +32,8 @@ The library has no record time, so H is counted in predictions:
   learned. Learning it would put it out of order, which is the very bias the horizon
   removes; the stream processor does the same by default (it dead-letters it).
 
-Memory: at most H waiting predictions, each a copy of its feature dict plus a key (its
-sorted names and values) and ~150 bytes: O(H) feature dicts, kept in the state. The
+Memory: at most H waiting predictions, each a copy of its feature dict plus a key (a
+frozenset of its (name, value) pairs) and ~150 bytes: O(H) feature dicts, kept in the state. The
 predictions of a matured object are forgotten at once.
 
 >>> hz = Horizon(2, default=False)
@@ -53,10 +53,9 @@ from collections import deque
 
 from streamcal.learner.label_delays import LabelDelays
 from streamcal.learner.protection import _plain
-from streamcal.learner.scoring import FeatureOrder
 from streamcal.learner.settings import check_horizon
 
-__all__ = ["DelayWatch", "Horizon", "PredictionKeys", "WATCH_LABELS"]
+__all__ = ["DelayWatch", "Horizon", "WATCH_LABELS", "prediction_key"]
 
 WATCH_LABELS = 10_000  # labels whose delays are watched (without a horizon), then no more
 WATCH_PREDICTIONS = 10_000  # predictions remembered for the watch (the newest)
@@ -65,30 +64,19 @@ WATCH_MAX = 1_000_000  # predictions after which the watch stops, labels matched
 _NO_LABEL = object()
 
 
-class PredictionKeys:
-    """The look-up key of an object: its category and its features in canonical order."""
+def prediction_key(x: dict, kwargs) -> tuple | None:
+    """The look-up key of object ``x``: its ``category=`` (if ``kwargs`` has it) and its
+    (feature, value) pairs, whatever their order; None if a value is unhashable.
 
-    __slots__ = ("_order",)
-
-    def __init__(self):
-        self._order = FeatureOrder()
-
-    def __getstate__(self):
-        return None  # a FeatureOrder is a cache: nothing to save
-
-    def __setstate__(self, _state):
-        self._order = FeatureOrder()
-
-    def key(self, x: dict, kwargs) -> tuple | None:
-        """The key of ``x`` (with ``category=`` if ``kwargs`` has it); None if a value is
-        unhashable."""
-        cx = self._order.ordered(x)
-        try:
-            key = (kwargs.get("category"), tuple(cx), tuple(cx.values()))
-            hash(key)
-        except TypeError:
-            return None
-        return key
+    >>> prediction_key({"a": 1, "b": 2}, {}) == prediction_key({"b": 2, "a": 1}, {})
+    True
+    """
+    try:
+        key = (kwargs.get("category"), frozenset(x.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class _Waiting:
@@ -122,7 +110,6 @@ class Horizon:
         self.releasing = False  # the classifier is learning what matured
         self._queue: deque[_Waiting] = deque()  # in prediction order
         self._unlabelled: dict = {}  # key -> deque of its waiting predictions without label
-        self._keys = PredictionKeys()
 
     def __reduce__(self):
         # its sentinel of "no label yet" is an identity: pickled through the plain state
@@ -137,7 +124,7 @@ class Horizon:
         the base p it was given, for the protection)."""
         kept = {"category": kwargs["category"]} if "category" in kwargs else {}
         w = _Waiting(self.n, dict(x), kept, p)
-        w.key = self._keys.key(w.x, kept)
+        w.key = prediction_key(w.x, kept)
         self.n += 1
         self._queue.append(w)
         if w.key is not None:
@@ -158,7 +145,7 @@ class Horizon:
         return True
 
     def _take(self, x: dict, kwargs) -> _Waiting | None:
-        key = self._keys.key(x, kwargs)
+        key = prediction_key(x, kwargs)
         if key is None:  # an unhashable value: compared one by one
             category = kwargs.get("category")
             return next((w for w in self._queue if w.key is None and w.y is _NO_LABEL
@@ -230,7 +217,7 @@ class Horizon:
         for index, x, category, has_category, p, labelled, y in state["waiting"]:
             kwargs = {"category": _plain(category)} if has_category else {}
             w = _Waiting(index, x, kwargs, p, y if labelled else _NO_LABEL)
-            w.key = self._keys.key(x, kwargs)
+            w.key = prediction_key(x, kwargs)
             self._queue.append(w)
             if not labelled and w.key is not None:
                 self._unlabelled.setdefault(w.key, deque()).append(w)
@@ -267,7 +254,6 @@ class DelayWatch:
         self.n = 0  # predictions seen
         self.labels = 0  # labels matched to a prediction
         self._index: dict = {}  # key -> index of its newest prediction, oldest first
-        self._keys = PredictionKeys()
         self.delays = LabelDelays(
             unit="predictions",
             advice="set label_horizon to about the delay's high quantile (docs/library.md)",
@@ -285,7 +271,7 @@ class DelayWatch:
 
     def predicted(self, x: dict, kwargs) -> None:
         """A prediction for ``x`` was just made."""
-        key = self._keys.key(x, kwargs)
+        key = prediction_key(x, kwargs)
         if key is not None:
             index = self._index
             index.pop(key, None)  # re-inserted: the newest prediction of these features
@@ -301,7 +287,7 @@ class DelayWatch:
         warning's text the first time the delays look outcome-dependent."""
         if not self._index:
             return None
-        key = self._keys.key(x, kwargs)
+        key = prediction_key(x, kwargs)
         i = None if key is None else self._index.pop(key, None)
         if i is None:
             return None
