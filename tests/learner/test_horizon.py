@@ -245,7 +245,7 @@ def test_learn_many_with_a_horizon_waits_for_the_predictions():
         ({"label_horizon": 0}, "label_horizon must be a positive integer"),
         ({"label_horizon": 1.5}, "label_horizon must be a positive integer"),
         ({"label_default": 0}, "label_default=0 needs label_horizon"),
-        ({"label_horizon": 3, "label_default": "spam"}, "label must be 0/1"),
+        ({"label_horizon": 3, "label_default": "spam"}, "label_default must be a binary"),
     ],
 )
 def test_bad_horizon_settings_are_refused_naming_them(kwargs, error):
@@ -269,3 +269,22 @@ def test_outcome_dependent_delays_warn_once_without_a_horizon():
             evaluate.progressive_val_score(data, quiet, metrics.LogLoss(),
                                            delay=lambda x, y: 300 + 4 * (x["i"] % 50))  # fmt: skip
         assert not [w for w in caught if issubclass(w.category, OutcomeDependentDelayWarning)]
+
+
+def test_integer_classes_turn_multiclass_with_their_waiting_labels():
+    """0 and 1 first, 2 later: the switch carries the binary state and the waiting labels
+    over; from then on the answers are those of VennAbersMultiClassifier with the binary
+    refresh period and the same horizon, fed the same stream from the start."""
+    rng = np.random.default_rng(5)
+    data = [({"i": float(i), "u": float(rng.normal())}, int(rng.integers(2 if i < 80 else 3)))
+            for i in range(300)]  # fmt: skip
+    H, delays = 12, [1 + (i * 5) % 12 for i in range(300)]
+    front = VennAbersClassifier(naive_bayes.GaussianNB(), window=20, label_horizon=H)
+    multi = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20, refresh_every=20,
+                                     label_horizon=H)  # fmt: skip
+    a = _run_horizon(front, data, delays, lambda i: i)
+    b = _run_horizon(multi, data, delays, lambda i: i)
+    assert front.task == "multiclass" and front.classes == [0, 1, 2]
+    turned = next(j for j, out in enumerate(a) if not hasattr(out, "p_protected"))
+    assert 80 < turned < 100 and a[turned:] == b[turned:]
+    assert front.waiting == multi.waiting == H and front.late_labels == 0
