@@ -28,6 +28,7 @@ from streamcal.core import SCALAR_MERGES
 from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_features, check_label
 from streamcal.learner.alarm import snapshot_period
+from streamcal.learner.horizon import Horizon
 from streamcal.learner.interval import VennAbersInterval
 from streamcal.learner.labels import is_binary, take_label, take_labels
 from streamcal.learner.minibatch import Batch
@@ -40,6 +41,7 @@ from streamcal.learner.settings import (
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
     DEFAULT_WINDOW,
+    HORIZON_SETTINGS,
     ClassifierSettings,
 )
 from streamcal.learner.settings import FIELDS as SETTINGS
@@ -142,6 +144,15 @@ class VennAbersClassifier(VennAbersWrapper):
         always passes it adds ``"lookup": False`` to the dict, so that predictions
         remember nothing (faster, smaller state). Default ``False``: p keeps its
         guarantee under exchangeability and outputs do not change.
+    label_horizon, label_default
+        A label-maturity horizon (``streamcal.learner.horizon``), for labels whose delay
+        depends on the outcome (learned in arrival order, they bias the calibration):
+        ``learn_one(x, y)`` gives y to the waiting prediction of x, and prediction i is
+        learned, in prediction order, when prediction i + H is asked for; with
+        ``label_default`` if it has no label by then (implicit negatives), else dropped.
+        A label later than that is counted in ``late_labels``, not learned. Choose H as a
+        high quantile of the label delay, in predictions. Memory: O(H) feature dicts.
+        Default None: labels are learned as they come.
 
     Examples
     --------
@@ -193,6 +204,20 @@ class VennAbersClassifier(VennAbersWrapper):
     >>> round(guarded.protection_gain, 2)  # the log loss protection saved, in nats
     -0.35
 
+    A horizon: only positives are labelled, 5 predictions later; every prediction
+    older than 20 is learned, as False if no label came:
+
+    >>> matured = VennAbersClassifier(bare.clone(), window=200, label_horizon=20,
+    ...                               label_default=False)
+    >>> seen = []
+    >>> for x, y in datasets.Phishing():
+    ...     p = matured.predict_proba_one(x)[True]
+    ...     seen.append((x, y))
+    ...     if len(seen) > 5 and seen[-6][1]:  # the label of the object 5 back, if True
+    ...         matured.learn_one(*seen[-6])
+    >>> matured.waiting, matured.late_labels
+    (20, 0)
+
     """
 
     # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
@@ -214,6 +239,8 @@ class VennAbersClassifier(VennAbersWrapper):
         fallback: str | None = None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
         protect: bool | dict = False,
+        label_horizon: int | None = None,
+        label_default=None,
     ):
         self._check_model(model, "river binary classifier (or a pipeline ending in one)")
         if not hasattr(model, "predict_proba_one"):
@@ -228,8 +255,17 @@ class VennAbersClassifier(VennAbersWrapper):
             fallback=fallback,
             max_categories=max_categories,
             protect=protect,
+            label_horizon=label_horizon,
+            label_default=label_default,
         )
+        if label_default is not None and not is_binary(take_label(label_default)):
+            raise ValueError(
+                f"label_default must be a binary label (0/1, False/True), got "
+                f"{label_default!r}: for other classes use VennAbersMultiClassifier"
+            )
         protect_params = settings.protect_params
+        if protect_params is not None and label_horizon is not None:
+            protect_params["lookup"] = False  # the horizon keeps each prediction's p
         # river's clone and check_estimator read the settings back as attributes
         self.model = model
         self.mode = mode
@@ -241,6 +277,9 @@ class VennAbersClassifier(VennAbersWrapper):
         self.fallback = fallback
         self.max_categories = max_categories
         self.protect = protect
+        self.label_horizon = label_horizon
+        self.label_default = label_default
+        self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._multi = None
         self._state = _new_mode_state(model, settings)
         self._protection = (
@@ -253,7 +292,8 @@ class VennAbersClassifier(VennAbersWrapper):
     @property
     def settings(self) -> ClassifierSettings:
         """The classifier's settings (all but the model) as one checked object."""
-        return ClassifierSettings(**{name: getattr(self, name) for name in SETTINGS})
+        names = (*SETTINGS, *HORIZON_SETTINGS)
+        return ClassifierSettings(**{name: getattr(self, name) for name in names})
 
     @property
     def _multiclass(self) -> bool:
@@ -381,6 +421,8 @@ class VennAbersClassifier(VennAbersWrapper):
             refresh_every=self.refresh_every,
             by=self.by,
             max_categories=self.max_categories,
+            label_horizon=self.label_horizon,
+            label_default=self.label_default,
         )
         self._multi.warn_unlearned = self._warn_unlearned
         if carry:
@@ -389,6 +431,7 @@ class VennAbersClassifier(VennAbersWrapper):
                 self._take_reports(st.guard)
             self._multi._unlearned = self._unlearned
             carry_over(st, self._multi)
+        self._multi._horizon, self._horizon = self._horizon, None  # its waiting labels too
 
     def _multiclass_model(self, x: dict) -> bool:
         """Whether, before any label, the wrapped model already predicts other classes than
@@ -467,6 +510,8 @@ class VennAbersClassifier(VennAbersWrapper):
         if self._multi is not None:
             return self._multi.predict_interval_one(x, **kwargs)
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         st = self._state
         try:
             score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
@@ -475,6 +520,7 @@ class VennAbersClassifier(VennAbersWrapper):
                 return self._multi.predict_interval_one(x, **kwargs)
             raise
         p = SCALAR_MERGES[self.merge](p0, p1)
+        self._predicted(x, kwargs, p)
         prot = self._protection
         if prot is None:
             return VennAbersInterval(p0, p1, p, score)
@@ -485,6 +531,8 @@ class VennAbersClassifier(VennAbersWrapper):
         if self._multi is not None:
             return self._multi.predict_proba_one(x, **kwargs)
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         try:
             _, p0, p1 = self._state.predict(x, *self._category(kwargs))
         except ValueError:
@@ -492,6 +540,7 @@ class VennAbersClassifier(VennAbersWrapper):
                 return self._multi.predict_proba_one(x, **kwargs)
             raise
         p = SCALAR_MERGES[self.merge](p0, p1)
+        self._predicted(x, kwargs, p)
         prot = self._protection
         if prot is not None:
             category = None if self.by is None else self._protect_category(x, kwargs)
@@ -525,6 +574,7 @@ class VennAbersClassifier(VennAbersWrapper):
         if self._multi is not None:
             kwargs.pop("p", None)
             return self._multi.learn_one(x, y, **kwargs)
+        label = y  # as given: a waiting label may yet turn the classifier multiclass
         try:
             y = check_label(y)
         except ValueError:
@@ -536,6 +586,8 @@ class VennAbersClassifier(VennAbersWrapper):
                 return self._multi.learn_one(x, y, **kwargs)
             y = int(y)
         check_features(x)
+        if self._waits(x, label, kwargs):
+            return
         prot = self._protection
         if prot is not None:
             base = kwargs.pop("p", None)  # kwargs is this call's own dict
@@ -585,9 +637,14 @@ class VennAbersClassifier(VennAbersWrapper):
 
     def _probabilities(self, batch) -> list[float]:
         """The probability of True for every row (protected with ``protect``)."""
+        if self._horizon is not None:  # a batch is predicted with what matured before it
+            self._mature()
         p0, p1 = self._state.pairs_many(batch)
         merge = SCALAR_MERGES[self.merge]
         ps = [merge(a, b) for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
+        if self._horizon is not None or self.watch_delays:
+            for x, p in zip(batch.rows(), ps, strict=True):
+                self._predicted(x, {}, p)
         prot = self._protection
         if prot is not None:
             rows = batch.rows()
@@ -632,6 +689,10 @@ class VennAbersClassifier(VennAbersWrapper):
             return self._multi._learn_batch(batch, labels)
         rows = batch.rows()
         st = self._state
+        if self._horizon is not None:  # every row waits for its prediction to mature
+            for x, y in zip(rows, labels, strict=True):
+                self.learn_one(x, y)
+            return
         if self._protection is None:
             st.learn_many(rows, labels, batch=batch)
             if st.guard.unlearned:
@@ -669,6 +730,7 @@ class VennAbersClassifier(VennAbersWrapper):
             "max_categories": self.max_categories,
             "protect": self.protect,
             "protection": None if self._protection is None else self._protection.to_state(),
+            **self._horizon_state(),
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -696,7 +758,9 @@ class VennAbersClassifier(VennAbersWrapper):
                 multi.model,
                 **cls._settings_from_state(state, by),
                 max_categories=state["max_categories"],
+                **cls._horizon_settings(state),
             )
+            clf._horizon = None  # the multiclass side's answers (and waits)
             clf._multi = multi
             return clf
         settings = cls._settings_from_state(state, by)
@@ -708,6 +772,7 @@ class VennAbersClassifier(VennAbersWrapper):
             fallback=state["fallback"],
             max_categories=state["max_categories"],
             protect=state.get("protect", False),  # states saved before protection: off
+            **cls._horizon_settings(state),
         )
         clf._state = _new_mode_state(model, clf.settings, state["mode_state"])
         if state.get("protection") is not None:
@@ -716,6 +781,7 @@ class VennAbersClassifier(VennAbersWrapper):
                 state["protection"], max_categories=bound, lookup=clf._protection.lookup,
                 mode=clf.mode, period=snapshot_period(clf.window),
             )
+        clf._restore_horizon(state)
         return clf
 
 

@@ -12,6 +12,7 @@ from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
+from streamcal.learner.horizon import Horizon
 from streamcal.learner.labels import take_label, take_labels
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
@@ -138,6 +139,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         probability of the true class among earlier objects of that class, scored by the
         same frozen model (the calibration set's scores: no extra cost). There is no
         protected probability for multiclass models. Default None: off.
+    label_horizon, label_default
+        A label-maturity horizon, in predictions, as in ``VennAbersClassifier``
+        (``streamcal.learner.horizon``); ``label_default`` is a class.
 
     Examples
     --------
@@ -174,6 +178,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         by=None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
         alarm_alpha: float | None = None,
+        label_horizon: int | None = None,
+        label_default=None,
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
@@ -184,7 +190,11 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             refresh_every=refresh_every,
             by=by,
             max_categories=max_categories,
+            label_horizon=label_horizon,
+            label_default=label_default,
         )
+        if label_default is not None:
+            take_label(label_default)  # a class, not a missing label
         if mode != "pretrained":
             raise ValueError(
                 f"mode {mode!r} is not offered for multiclass models: only 'pretrained' "
@@ -199,6 +209,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self.by = by
         self.max_categories = max_categories
         self.alarm_alpha = alarm_alpha
+        self.label_horizon = label_horizon
+        self.label_default = label_default
+        self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._alarm = None
         if alarm_alpha is not None:
             try:
@@ -273,7 +286,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         s, stores = self._state.predict(x, *self._category(kwargs))
+        self._predicted(x, kwargs)
         return dict(zip(self._classes.labels, self._vector(s, stores)[3], strict=True))
 
     def predict_one(self, x: dict, **kwargs):
@@ -284,7 +300,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
         check_features(x)
+        if self._horizon is not None:
+            self._mature()
         s, stores = self._state.predict(x, *self._category(kwargs))
+        self._predicted(x, kwargs)
         labels = self._classes.labels
         if not labels:
             return None
@@ -352,6 +371,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         ``unlearned`` and as an ``UnlearnedWarning``, see ``VennAbersClassifier``)."""
         y = take_label(y)
         check_features(x)
+        if self._waits(x, y, kwargs):
+            return
         label = self._classes.index(y)
         st = self._state
         st.learn(x, label, *self._category(kwargs))
@@ -378,10 +399,13 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         return batch.proba_frame(labels, [[p.get(c, 0.0) for p in probas] for c in labels])
 
     def _probas(self, batch) -> list[dict]:
+        if self._horizon is not None:  # a batch is predicted with what matured before it
+            self._mature()
         labels = self._classes.labels
         out = []
         for x in batch.rows():
             s, stores = self._state.predict(x)
+            self._predicted(x, {})
             out.append(dict(zip(labels, self._vector(s, stores)[3], strict=True)))
         return out
 
@@ -403,6 +427,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
 
     def _learn_batch(self, batch, labels: list) -> None:
         labels = take_labels(labels, batch.frame.index)
+        if self._horizon is not None:  # every row waits for its prediction to mature
+            for x, y in zip(batch.rows(), labels, strict=True):
+                self.learn_one(x, y)
+            return
         indices = [self._classes.index(y) for y in labels]
         st = self._state
         st.learn_many(batch.rows(), indices, batch=batch)
@@ -429,6 +457,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             "refresh_period": self._state.refresh_every,
             "alarm_alpha": self.alarm_alpha,
             "alarm": None if self._alarm is None else self._alarm.to_state(),
+            **self._horizon_state(),
             "model": self._model_state(),
             "mode_state": self._state.to_state(),
         }
@@ -444,6 +473,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             **settings,
             max_categories=state["max_categories"],
             alarm_alpha=state.get("alarm_alpha"),  # states saved before the alarm: off
+            **cls._horizon_settings(state),
         )
         if state.get("alarm") is not None:
             bound = None if clf.by is None else clf.max_categories
@@ -454,6 +484,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         before = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every)
         period = state.get("refresh_period", before.refresh_period)
         clf._state = clf._new_state(period, state["mode_state"])
+        clf._restore_horizon(state)
         return clf
 
 

@@ -49,7 +49,9 @@ __all__ = [
     "DEFAULT_WINDOW",
     "REFRESH_WINDOWS",
     "FIELDS",
+    "HORIZON_SETTINGS",
     "MONDRIAN_SETTINGS",
+    "check_horizon",
     "check_protect",
 ]
 
@@ -115,6 +117,29 @@ def check_protect(protect) -> dict | None:
     return dict(protect)
 
 
+def check_horizon(label_horizon, label_default) -> None:
+    """ValueError unless ``label_horizon`` is None or a positive integer (predictions) and
+    ``label_default`` is None or, with a horizon, a hashable label.
+
+    >>> check_horizon(None, 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: label_default=0 needs label_horizon: the default is given at the horizon
+    """
+    _check_positive("label_horizon", label_horizon, allow_none=True)
+    if label_default is None:
+        return
+    if label_horizon is None:
+        raise ValueError(
+            f"label_default={label_default!r} needs label_horizon: the default is given at "
+            "the horizon"
+        )
+    try:
+        hash(label_default)
+    except TypeError:
+        raise TypeError(f"label_default must be a hashable label, got {label_default!r}") from None
+
+
 def _check_positive(name: str, value, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
@@ -141,6 +166,8 @@ class ClassifierSettings:
     max_categories: int = DEFAULT_MAX_CATEGORIES
     # False, True or a dict (check_protect); a dict is unhashable: left out of the hash
     protect: bool | dict = field(default=False, hash=False)
+    label_horizon: int | None = None  # predictions (streamcal.learner.horizon)
+    label_default: object = None  # the label of a prediction matured without one
 
     def __post_init__(self):
         mode = check_mode(self.mode)
@@ -154,6 +181,7 @@ class ClassifierSettings:
             raise ValueError("refresh_every needs a finite window: rescoring all history is O(n)")
         self._check_mondrian()
         check_protect(self.protect)
+        check_horizon(self.label_horizon, self.label_default)
 
     @property
     def protect_params(self) -> dict | None:
@@ -213,4 +241,8 @@ class ClassifierSettings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-FIELDS = tuple(f.name for f in dataclasses.fields(ClassifierSettings))
+# The horizon's settings are the library's: the processor counts its horizon in record
+# time (--label-horizon), so they are not among the settings it passes on (FIELDS).
+HORIZON_SETTINGS = ("label_horizon", "label_default")
+FIELDS = tuple(f.name for f in dataclasses.fields(ClassifierSettings)
+               if f.name not in HORIZON_SETTINGS)  # fmt: skip

@@ -33,6 +33,8 @@ from collections import deque
 from river import base
 
 from streamcal.learner.guard import UnlearnedWarning
+from streamcal.learner.horizon import DelayWatch, Horizon
+from streamcal.learner.label_delays import OutcomeDependentDelayWarning
 
 __all__ = ["VennAbersWrapper"]
 
@@ -106,6 +108,99 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
     def calibration_size(self) -> int:
         """Number of labelled objects in the calibration set right now (all categories')."""
         return self._state.calibration_size
+
+    # ------------------------------------------------------------------ label horizon
+    # streamcal.learner.horizon; classifiers pickled before it have none
+    _horizon: Horizon | None = None
+    label_horizon: int | None = None
+    label_default = None
+    _delay_watch: DelayWatch | None = None
+    # Without a horizon: whether label delays are watched, to warn once if they look
+    # outcome-dependent (OutcomeDependentDelayWarning). A caller that watches them itself
+    # (the stream processor, in record time) turns it off.
+    watch_delays = True
+
+    @property
+    def late_labels(self) -> int:
+        """With ``label_horizon``: labels that came when no prediction of their object waited
+        (it had matured, or was never made): counted, not learned. 0 without."""
+        hz = self._answering()._horizon
+        return 0 if hz is None else hz.late
+
+    @property
+    def waiting(self) -> int:
+        """With ``label_horizon``: predictions waiting to mature (at most the horizon)."""
+        hz = self._answering()._horizon
+        return 0 if hz is None else len(hz)
+
+    def _answering(self) -> VennAbersWrapper:
+        """The classifier that answers: the multiclass side once the binary front door
+        turned multiclass (it took the horizon along), else this one."""
+        multi = getattr(self, "_multi", None)
+        return self if multi is None else multi
+
+    def _horizon_state(self) -> dict:
+        """The horizon's part of ``to_state``: its settings and waiting predictions (none
+        without a horizon: such a state is what it was before horizons)."""
+        hz = self._horizon
+        if self.label_horizon is None:
+            return {}
+        return {
+            "label_horizon": self.label_horizon,
+            "label_default": self.label_default,
+            "horizon": None if hz is None else hz.to_state(),
+        }
+
+    @staticmethod
+    def _horizon_settings(state: dict) -> dict:
+        """The ``__init__`` keywords of the horizon (none in a state saved before it)."""
+        return {"label_horizon": state.get("label_horizon"),
+                "label_default": state.get("label_default")}  # fmt: skip
+
+    def _restore_horizon(self, state: dict) -> None:
+        """Put back the waiting predictions ``_horizon_state`` saved."""
+        if state.get("horizon") is not None:
+            self._horizon = Horizon.from_state(state["horizon"])
+
+    def _mature(self) -> None:
+        """Learn the predictions that matured, in prediction order (before a prediction)."""
+        hz = self._horizon
+        hz.releasing = True
+        try:
+            while (item := hz.next_due()) is not None:
+                x, y, kwargs = item
+                self.learn_one(x, y, **kwargs)
+        finally:
+            hz.releasing = False
+
+    def _predicted(self, x: dict, kwargs, p: float | None = None) -> None:
+        """A prediction for ``x`` was made (``p``: its base p, for the protection): it waits
+        for its label (with a horizon), or its delay is watched."""
+        hz = self._horizon
+        if hz is not None:
+            hz.wait(x, kwargs, p)
+        elif self.watch_delays:
+            watch = self._delay_watch
+            if watch is None:
+                watch = self._delay_watch = DelayWatch()
+            if not watch.done:
+                watch.predicted(x, kwargs)
+
+    def _waits(self, x: dict, y, kwargs) -> bool:
+        """With a horizon, outside its release: ``y`` joins its waiting prediction (or is
+        counted late) and is not learned now (True). Without, its delay is watched."""
+        hz = self._horizon
+        if hz is None:
+            watch = self._delay_watch
+            if watch is not None and not watch.done and self.watch_delays:
+                text = watch.labelled(x, y, kwargs)
+                if text is not None:
+                    warnings.warn(text, OutcomeDependentDelayWarning, stacklevel=3)
+            return False
+        if hz.releasing:
+            return False
+        hz.label(x, y, kwargs)
+        return True
 
     def _category(self, kwargs) -> tuple:
         """``(category,)`` if the caller gave ``category=``, else ``()``."""

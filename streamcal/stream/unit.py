@@ -172,6 +172,7 @@ class CalibrationUnit:
         self._protect = task.protect  # None: off
         self.clf = task.new_classifier()
         self.clf.warn_unlearned = False  # its reports become dead letters (_unlearned)
+        self.clf.watch_delays = False  # the unit watches label delays in record time
         # (id, record) of the labels given to the learner last, newest last: the records
         # of the labels whose objects it may still refuse to learn (see _unlearned)
         self._recent: deque = deque(maxlen=_recent_size(config, task.name))
@@ -249,6 +250,7 @@ class CalibrationUnit:
         self.clf = self.task.classifier_from_state(state["classifier"], self.clf,
                                                    state["counts"]["labels"])  # fmt: skip
         self.clf.warn_unlearned = False
+        self.clf.watch_delays = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}

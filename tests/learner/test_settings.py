@@ -15,6 +15,7 @@ from streamcal.learner.settings import (
     DEFAULT_ALARM_ALPHA,
     DEFAULT_MAX_CATEGORIES,
     FIELDS,
+    HORIZON_SETTINGS,
     MONDRIAN_SETTINGS,
     ClassifierSettings,
 )
@@ -32,8 +33,8 @@ def _default(callable_, name):
 def test_the_classifier_signature_has_the_settings_defaults():
     defaults = ClassifierSettings()
     params = inspect.signature(VennAbersClassifier).parameters
-    assert [p for p in params if p != "model"] == list(FIELDS)
-    for name in FIELDS:
+    assert [p for p in params if p != "model"] == [*FIELDS, *HORIZON_SETTINGS]
+    for name in (*FIELDS, *HORIZON_SETTINGS):
         assert params[name].default == getattr(defaults, name), name
 
 
