@@ -39,6 +39,8 @@ def a_metric_line():
         "expired": 1,
         "evicted": 6,
         "labels_lost": 7,
+        "labels_late": 9,
+        "labels_defaulted": 10,
         "dead_letters": 2,
         "rejected_state_records": 8,
         "waiting_label_bytes": 912,

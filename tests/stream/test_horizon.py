@@ -239,3 +239,20 @@ def test_durations_take_units_and_multiclass_defaults_are_classes():
     cfg = ProcessorConfig.build(task="multiclass", model="gnb", label_horizon="30s",
                                 label_default="refund")  # fmt: skip
     assert CalibrationUnit(cfg).horizon.default == "refund"
+
+
+def test_without_a_horizon_outcome_dependent_delays_are_logged_once(caplog):
+    unit, _ = _unit()
+    for i in range(400):
+        unit.on_event(_event(i, i))
+    with caplog.at_level("WARNING", logger="streamcal.stream.horizon"):
+        for i in range(200):  # positives after 1 s, negatives after 60 s
+            y = i % 2
+            unit.on_label(_label(i, i + (1 if y else 60), y=y))
+    (record,) = [r for r in caplog.records if "label delays depend on the outcome" in r.message]
+    assert "--label-horizon" in record.message and unit._delays.said
+    quiet, _ = _unit()
+    for i in range(200):
+        quiet.on_event(_event(i, i))
+        quiet.on_label(_label(i, i + 2, y=i % 2))
+    assert not quiet._delays.said
