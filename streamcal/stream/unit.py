@@ -452,7 +452,7 @@ class CalibrationUnit:
         """Without a horizon, give the watch the delay of a label just joined to the
         waiting event ``seq`` (none: the label came first, no delay)."""
         watch = self._delays
-        if watch is not None and not watch.said:
+        if watch is not None and watch.watching:
             watch.add(y, 0.0 if ts_ms is None else ts_ms / 1000 - self.pending.event_time(seq))
 
     def _event_bounds(self) -> str:

@@ -256,3 +256,29 @@ def test_without_a_horizon_outcome_dependent_delays_are_logged_once(caplog):
         quiet.on_event(_event(i, i))
         quiet.on_label(_label(i, i + 2, y=i % 2))
     assert not quiet._delays.said
+
+
+def test_the_delay_watch_looks_at_the_first_labels_only():
+    unit, _ = _unit()
+    unit._delays.left = 3
+    for i in range(5):
+        unit.on_event(_event(i, i))
+        unit.on_label(_label(i, i + 1))
+    assert unit._delays.left == 0 and sum(unit._delays.delays._n.values()) == 3
+
+
+def test_multiclass_and_by_mature_in_event_order_with_the_default():
+    cfg = ProcessorConfig.build(task="multiclass", model="gnb", events_topic="ev",
+                                labels_topic="lab", metrics_file="none", label_horizon="10s",
+                                label_default="none-of-them", by="shop")  # fmt: skip
+    unit = CalibrationUnit(cfg)
+    unit.send = lambda *a: None
+    spy = Spy(unit)
+    for i in range(6):
+        value = {"id": f"e{i}", "features": {"x": float(i), "shop": "ab"[i % 2]}}
+        unit.on_event(Record("ev", 0, i, 1000 * i, None, orjson.dumps(value)))
+    unit.on_label(Record("lab", 0, 0, 6000, None, orjson.dumps({"id": "e3", "label": 7})))
+    unit.on_event(_event(9, 100))
+    assert spy.learned == [(float(i), "7" if i == 3 else "none-of-them") for i in range(6)]
+    assert unit.counts["labels_defaulted"] == 5
+    assert len(unit.clf.classes) == 2
