@@ -167,7 +167,8 @@ class CalibrationUnit:
         )
         # None without --label-horizon; then the delays are watched instead
         self.horizon = None if config.label_horizon is None else LabelHorizon(config)
-        self._delays = DelayWatch(f"{unit}") if self.horizon is None else None
+        name = "global" if unit is GLOBAL_UNIT else str(unit)
+        self._delays = DelayWatch(name) if self.horizon is None else None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
