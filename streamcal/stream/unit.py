@@ -307,8 +307,8 @@ class CalibrationUnit:
     # ------------------------------------------------------------------ per record
     def handle(self, rank: TopicRank, rec) -> bool:
         """Process one input record and move past it (``offsets``); True when a metric
-        line is due: the label count has just reached a multiple of ``metrics_every`` (so
-        metric lines are keyed on the input and replay identically)."""
+        line is due: the label count has just reached or passed a multiple of
+        ``metrics_every`` (so metric lines are keyed on the input and replay identically)."""
         labels = self.counts["labels"]
         if rank == _EVENT:
             self.on_event(rec)
