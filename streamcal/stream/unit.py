@@ -256,7 +256,8 @@ class CalibrationUnit:
 
     def export_waiting(self) -> dict:
         """Every waiting entry and finished id as plain data, in the ``legacy`` form that
-        ``from_state`` imports (reads them all: for exports and tests)."""
+        ``from_state`` imports (reads them all: for exports and tests; the form has no
+        place for the labels attached to events with a horizon, which it leaves out)."""
         task, pending = self.task, self.pending
         labels = []
         for eid, deadline, payload in pending.waiting(LABEL):
