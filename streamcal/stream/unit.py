@@ -90,7 +90,7 @@ class TopicRank(IntEnum):
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
            "dead_letters", "rejected_state_records", "labels_late",
-           "labels_defaulted")  # fmt: skip
+           "labels_defaulted", "label_delay_warnings")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default
@@ -236,6 +236,8 @@ class CalibrationUnit:
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
         self.checkpoints = state.get("checkpoints", 0)
+        if self._delays is not None and self.counts["label_delay_warnings"]:
+            self._delays.left = 0  # it spoke before the restart: said once per unit
         if state.get("legacy") is not None:
             self._import(state["legacy"])
         return self
@@ -455,7 +457,8 @@ class CalibrationUnit:
         waiting event ``seq`` (none: the label came first, no delay)."""
         watch = self._delays
         if watch is not None and watch.watching:
-            watch.add(y, 0.0 if ts_ms is None else ts_ms / 1000 - self.pending.event_time(seq))
+            delay = 0.0 if ts_ms is None else ts_ms / 1000 - self.pending.event_time(seq)
+            self.counts["label_delay_warnings"] += watch.add(y, delay)
 
     def _event_bounds(self) -> str:
         cfg = self.config

@@ -41,6 +41,7 @@ def a_metric_line():
         "labels_lost": 7,
         "labels_late": 9,
         "labels_defaulted": 10,
+        "label_delay_warnings": 1,
         "dead_letters": 2,
         "rejected_state_records": 8,
         "waiting_label_bytes": 912,

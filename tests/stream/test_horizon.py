@@ -251,11 +251,14 @@ def test_without_a_horizon_outcome_dependent_delays_are_logged_once(caplog):
             unit.on_label(_label(i, i + (1 if y else 60), y=y))
     (record,) = [r for r in caplog.records if "label delays depend on the outcome" in r.message]
     assert "--label-horizon" in record.message and unit._delays.said
+    assert unit.snapshot()["label_delay_warnings"] == 1
+    again, _ = _unit(state=unit.to_state())  # restored: it does not look again
+    assert not again._delays.watching
     quiet, _ = _unit()
     for i in range(200):
         quiet.on_event(_event(i, i))
         quiet.on_label(_label(i, i + 2, y=i % 2))
-    assert not quiet._delays.said
+    assert not quiet._delays.said and quiet.counts["label_delay_warnings"] == 0
 
 
 def test_the_delay_watch_looks_at_the_first_labels_only():

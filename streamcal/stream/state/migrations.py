@@ -80,7 +80,7 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    The label horizon (``--label-horizon``) adds optional keys, no version: the
    fingerprint's ``label_horizon``, ``label_default``, ``late_labels`` (absent: no
    horizon), ``pending``'s ``matured`` cursor (absent: 0) and the counts
-   ``labels_late``, ``labels_defaulted`` (absent: 0).
+   ``labels_late``, ``labels_defaulted``, ``label_delay_warnings`` (absent: 0).
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
