@@ -148,6 +148,32 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     assert len(everything) > n, f"no kill caught an open transaction {note}"
 
 
+def test_with_a_label_horizon_kill_9_keeps_every_output_exactly_once(
+    noida_broker, unique_topics, tmp_path, streamcal_run
+):
+    """A horizon shorter than many labels' delays (late labels are dead letters) and a
+    default, killed twice: each output exactly once, the final line the reference's."""
+    bootstrap, t = noida_broker.bootstrap_servers, unique_topics
+    n = 4000
+    _topics(bootstrap, t)
+    _produce(bootstrap, t, *_with_bad_records(n, seed=31))
+    horizon = dict(label_horizon="0.3s", label_default="0", checkpoint_interval=0.5)
+    ref_t, crash_t = _outputs(t, "ref"), _outputs(t, "crash")
+    ref = _settings(bootstrap, ref_t, tmp_path, "ref", **horizon)
+    done = streamcal_run.run(ref, "--max-idle-s", "1.5", timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    crash = _settings(bootstrap, crash_t, tmp_path, "crash", **horizon)
+    metrics = tmp_path / "crash-metrics.jsonl"
+    with open(tmp_path / "killed-stderr.txt", "wb") as stderr:
+        seed = kill_9_then_finish(streamcal_run, crash, crash["state_dir"], metrics, kills=2,
+                                  pause=1.0, stderr=stderr)  # fmt: skip
+    note = f"(kill moments seed {seed})"
+    _same_outputs(bootstrap, ref_t, crash_t, n, note)
+    final, ref_final = metric_lines(metrics)[-1], metric_lines(ref["metrics_file"])[-1]
+    assert untimed(final) == untimed(ref_final), note
+    assert final["labels_late"] > 100 and final["labels_defaulted"] > 100
+
+
 # Runs `streamcal run` with kill -9 right after the Kafka commit of its CRASH_AT-th
 # checkpoint, before the local stores are committed: the window between the two commits.
 CRASH_BETWEEN_COMMITS = r"""
