@@ -90,6 +90,8 @@ def register(sub) -> None:
         default = f.default
         if f.name.endswith("_bytes"):  # a size: given with a suffix, shown with one
             kind, default = "str", _size(f.default)
+        if f.metadata.get("duration"):  # a duration: given with a unit (30s, 2h, 7d)
+            kind = "str"
         help_text = f"{f.metadata['help']} (default: {default}; ${'STREAMCAL_' + f.name.upper()})"
         help_text = help_text.replace("%", "%%")
         group = groups[f.metadata["group"]]

@@ -46,8 +46,9 @@ fields (``MULTICLASS_KEYS``) those of the whole vector, and per-class lines, lab
 ``class``, carry each class's one-vs-rest band (``CLASS_KEYS``).
 
 >>> [f.key for f in FIELDS if f.kind == COUNTER and f.source == PROCESSOR]
-['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'dead_letters',
- 'rejected_state_records', 'merge_stalls', 'late_arrivals', 'lost_input', 'skipped_offsets']
+['events', 'predictions', 'expired', 'evicted', 'labels_lost', 'labels_late',
+ 'labels_defaulted', 'label_delay_warnings', 'dead_letters', 'rejected_state_records',
+ 'merge_stalls', 'late_arrivals', 'lost_input', 'skipped_offsets']
 >>> field("events_per_s").prometheus_name
 'events_per_second'
 """
@@ -349,6 +350,15 @@ FIELDS: tuple[MetricField, ...] = (
     _p("labels_lost", COUNTER, "labels lost to a bound",
        "Labels lost to a waiting bound: their event had been pushed out, or they waited "
        "for their event beyond --label-wait-max-bytes."),
+    _p("labels_late", COUNTER, "labels after the horizon",
+       "Labels that came after their event matured at --label-horizon (dead-lettered, or "
+       "learned late with --late-labels learn)."),
+    _p("labels_defaulted", COUNTER, "default labels",
+       "Events that had no label at --label-horizon and were given --label-default."),
+    _p("label_delay_warnings", COUNTER, "outcome-dependent delay warnings",
+       "1 once a unit without --label-horizon found its classes' label delays more than 4x "
+       "apart (logged as a warning): labels learned in arrival order bias the calibration; "
+       "see --label-horizon."),
     _p("dead_letters", COUNTER, "dead letters",
        "Messages sent to the dead-letter topic."),
     _p("rejected_state_records", COUNTER, "state records rejected",

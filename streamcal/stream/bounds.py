@@ -78,21 +78,29 @@ class BoundWatch:
                 f"bytes per waiting prediction" if held is not None else "")  # fmt: skip
         extra = {"event": "bounds", "unit": unit, "delay_held_s": held, "events_per_s": rate,
                  "bytes_per_prediction": per}  # fmt: skip
+        wait, flag = _longest_wait(cfg)
         if reached:
             log.warning(
                 "unit %s: a waiting bound was reached (%d predictions evicted, %d labels "
                 "lost so far); %s. Give it more disk (--pending-max-bytes, "
-                "--label-wait-max-bytes) or wait less (--pending-ttl)",
-                unit, line.get("evicted") or 0, line.get("labels_lost") or 0, what,
+                "--label-wait-max-bytes) or wait less (%s)",
+                unit, line.get("evicted") or 0, line.get("labels_lost") or 0, what, flag,
                 extra={**extra, "evicted": line.get("evicted"),
                        "labels_lost": line.get("labels_lost")},
             )  # fmt: skip
-        elif held is not None and held < cfg.pending_ttl:
+        elif held is not None and held < wait:
             log.warning(
-                "unit %s: %s, less than --pending-ttl (%s): labels later than that will "
-                "find their prediction pushed out", unit, what, describe(cfg.pending_ttl),
-                extra=extra,
+                "unit %s: %s, less than %s (%s): labels later than that will find their "
+                "prediction pushed out", unit, what, flag, describe(wait), extra=extra,
             )  # fmt: skip
         elif held is not None:
-            log.info("unit %s: %s (--pending-ttl %s)", unit, what, describe(cfg.pending_ttl),
+            log.info("unit %s: %s (%s %s)", unit, what, flag, describe(wait),
                      extra=extra)  # fmt: skip
+
+
+def _longest_wait(cfg) -> tuple[float, str]:
+    """How long an event may wait for its label, and the flag that says so: the label
+    horizon's, unless an event unlabelled at it waits on for a late label."""
+    if cfg.label_horizon is None or (cfg.late_labels == "learn" and cfg.label_default is None):
+        return cfg.pending_ttl, "--pending-ttl"
+    return cfg.label_horizon, "--label-horizon"

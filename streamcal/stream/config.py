@@ -33,6 +33,7 @@ from streamcal.learner.settings import (
     ClassifierSettings,
 )
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.stream.durations import parse_duration
 from streamcal.stream.models import (
     BINARY_ONLY,
     DEFAULT_MODEL,
@@ -47,6 +48,7 @@ __all__ = [
     "ProcessorConfig",
     "ENV_PREFIX",
     "SETTINGS",
+    "parse_duration",
     "parse_size",
     "protect_setting",
     "resolved_scheme",
@@ -75,10 +77,12 @@ LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.
 GUARANTEES = ("at-least-once", "exactly-once")
 
 
-def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True):
+def _opt(default, help: str, group: str, secret: bool = False, flag: bool = True,
+         duration: bool = False):  # fmt: skip
     return field(
         default=default,
-        metadata={"help": help, "group": group, "secret": secret, "flag": flag},
+        metadata={"help": help, "group": group, "secret": secret, "flag": flag,
+                  "duration": duration},  # fmt: skip
     )
 
 
@@ -256,7 +260,10 @@ class ProcessorConfig:
 
     # --- joining events and labels (times are record times, in seconds) ---
     pending_ttl: float = _opt(
-        86400.0, "an event waits at most this long (record time, s) for its label", "join"
+        86400.0,
+        "an event waits at most this long (record time, s) for its label",
+        "join",
+        duration=True,
     )
     pending_max_bytes: int = _opt(
         DEFAULT_PENDING_BYTES,
@@ -269,7 +276,10 @@ class ProcessorConfig:
         None, "optionally, at most this many events wait for labels (off by default)", "join"
     )
     label_wait: float = _opt(
-        300.0, "a label that arrives before its event waits this long (record time, s)", "join"
+        300.0,
+        "a label that arrives before its event waits this long (record time, s)",
+        "join",
+        duration=True,
     )
     label_wait_max_bytes: int = _opt(
         DEFAULT_LABEL_WAIT_BYTES,
@@ -280,6 +290,31 @@ class ProcessorConfig:
     )
     label_wait_max: int | None = _opt(
         None, "optionally, at most this many labels wait for their events (off by default)",
+        "join",
+    )
+    label_horizon: float | None = _opt(
+        None,
+        "label maturity: an event's label (whenever it came) is learned and tracked only "
+        "once the event is this old (record time; 30s, 15m, 2h, 7d or seconds), in event "
+        "order, so that labels whose delay depends on the outcome do not bias the "
+        "calibration (docs/processor.md); at most --pending-ttl. Off by default",
+        "join",
+        duration=True,
+    )
+    label_default: str | None = _opt(
+        None,
+        "with --label-horizon: the label of an event that has none at the horizon (binary "
+        "0/1/true/false, multiclass a class name), e.g. 0 for 'no chargeback'; without it "
+        "such an event expires",
+        "join",
+    )
+    late_labels: str = _opt(
+        "dead-letter",
+        "with --label-horizon, a label that comes after its event matured: dead-letter "
+        "(counted in labels_late; learning it would bring back the outcome-dependent order "
+        "the horizon removes) or learn (an event without a label and without "
+        "--label-default keeps waiting until --pending-ttl, and its label is learned when "
+        "it comes, counted in labels_late)",
         "join",
     )
     dedupe_window: int = _opt(
@@ -543,6 +578,9 @@ class ProcessorConfig:
                     raise ValueError(f"{name} needs by (Mondrian calibration)")
         self.classifier_settings()  # the classifier's own rules and messages
         self._validate_task()
+        from streamcal.stream.horizon import check_settings
+
+        check_settings(self)  # --label-horizon, --label-default, --late-labels
         if not 0.0 < self.alarm_alpha < 1.0:  # also when off: a typo fails now, not later
             raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
         if self.protect and not self.alarm and self.task == "binary":
@@ -712,6 +750,11 @@ def _parse(f, raw, where: str):
     text = raw.strip()
     if _optional(f) and text.lower() in ("", "none") and f.name != "metrics_file":
         return None
+    if f.metadata.get("duration"):
+        try:
+            return parse_duration(text)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
     try:
         if want is bool:
             if text.lower() in ("1", "true", "yes", "on"):

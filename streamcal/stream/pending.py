@@ -6,14 +6,24 @@ bounded by the store's cache, not by how many wait. Each id has one entry, ``i``
 
 * ``E``: an event's prediction waits for its label (the unit's packed prediction);
 * ``L``: a label waits for its event (the label and what its dead letter would need);
-* ``J``, ``X``, ``V``: the id is finished (joined, expired, evicted by a bound), so that a
-  duplicate event or a late label is told apart from an unknown id.
+* ``A``: with a label horizon, an event waits with its label attached until it matures;
+* ``J``, ``X``, ``V``, ``D``: the id is finished (joined, expired, evicted by a bound,
+  joined with the default label at the horizon), so that a duplicate event or a late
+  label is told apart from an unknown id.
 
 Three first-in first-out sequences (``streamcal.stream.state.fifo``) give the orders:
 waiting events and waiting labels in the order they came (their deadlines, record time
 plus a time to live, grow in that order because the clock only moves forward), and
 finished ids in the order they finished, of which the newest ``dedupe_window`` are kept.
 A sequence entry holds the deadline, the size of the waiting entry and the id.
+
+With a label horizon (``horizon``) an event's deadline is its maturity, record time plus
+the horizon, so the events' sequence is also the order in which they mature: ``mature``
+hands the caller, in that order, the events that passed it (with the label attached, or
+none), and moves a cursor past them. The caller takes them out (joined, with a default or
+expired) or, to learn a late label, leaves an unlabelled one waiting ``keep`` seconds more
+(it expires then, from the front, as any event). A label for a waiting event is attached
+to its entry (``attach``: rewritten in place, its bytes counted with the event's).
 
 Bounds: the waiting events (and, apart, the waiting labels) are bounded in bytes, and
 optionally in number; at a bound the oldest leave first and are reported, never silently.
@@ -34,6 +44,17 @@ with the store's commit (``to_state``), so both come back together.
 []
 >>> room.expire(now=6.5)  # the label of "b" waited more than 5 s
 ([], [('b', b'label of b')])
+
+With a horizon of 3 s, a label is attached to its event, which matures in event order:
+
+>>> room = Pending(KVStore(), ttl=10.0, label_ttl=5.0, max_bytes=1 << 20, horizon=3.0)
+>>> room.wait_event("a", b"A", now=0.0), room.wait_event("b", b"B", now=1.0)
+([], [])
+>>> kind, payload, seq = room.lookup("b")
+>>> room.attach("b", seq, payload, b"label of b")
+[]
+>>> [(eid, kind == ATTACHED, split(kind, stored)) for eid, _, kind, stored in room.mature(4.5)]
+[('a', False, (b'A', None)), ('b', True, (b'B', b'label of b'))]
 """
 
 from __future__ import annotations
@@ -50,24 +71,38 @@ __all__ = [
     "ABSENT",
     "EVENT",
     "LABEL",
+    "ATTACHED",
     "JOINED",
     "EXPIRED",
     "EVICTED",
+    "DEFAULTED",
     "FINISHED",
     "TamperedEntry",
+    "split",
 ]
 
+
 # The kinds of an id's entry (its first byte); ABSENT: no entry.
-ABSENT, EVENT, LABEL = 0, ord("E"), ord("L")
-JOINED, EXPIRED, EVICTED = ord("J"), ord("X"), ord("V")
-FINISHED = frozenset((JOINED, EXPIRED, EVICTED))
-_TAGGED = frozenset((EVENT, LABEL))
+ABSENT, EVENT, LABEL, ATTACHED = 0, ord("E"), ord("L"), ord("A")
+JOINED, EXPIRED, EVICTED, DEFAULTED = ord("J"), ord("X"), ord("V"), ord("D")
+FINISHED = frozenset((JOINED, EXPIRED, EVICTED, DEFAULTED))
+_TAGGED = frozenset((EVENT, LABEL, ATTACHED))
 _MARKERS = {kind: bytes((kind,)) for kind in FINISHED}
 
 _ID = b"i"
 _WAIT = struct.Struct("<BQ")  # kind, sequence number (waiting entries)
 _SEQ_ENTRY = struct.Struct("<dI")  # deadline, size of the waiting entry; then the id
 _TAG = 16  # bytes of an entry's authentication tag, with a key
+_LENGTH = struct.Struct("<I")  # an attached entry: the event payload's length
+
+
+def split(kind: int, stored: bytes) -> tuple[bytes, bytes | None]:
+    """The event payload and the attached label's (None if ``kind`` is not ``ATTACHED``)
+    of a waiting event's stored payload."""
+    if kind != ATTACHED:
+        return stored, None
+    n = _LENGTH.unpack_from(stored)[0]
+    return stored[4 : 4 + n], stored[4 + n :]
 
 
 class TamperedEntry(ValueError):
@@ -79,13 +114,14 @@ class _Room:
     time to live and bounds. The entries themselves are the ``Pending``'s."""
 
     __slots__ = ("kind", "fifo", "ttl", "max_bytes", "max_count", "count", "bytes",
-                 "next_deadline")  # fmt: skip
+                 "next_deadline", "keep")  # fmt: skip
 
     def __init__(self, kind: int, fifo: Fifo, ttl: float, max_bytes: int, max_count, count=0,
-                 size=0):  # fmt: skip
+                 size=0, keep=0.0):  # fmt: skip
         self.kind, self.fifo = kind, fifo
         self.ttl, self.max_bytes, self.max_count = float(ttl), int(max_bytes), max_count
         self.count, self.bytes = count, size
+        self.keep = float(keep)  # an entry expires this long after its deadline
         # Deadline of the oldest entry that may still wait (-inf: look it up): nothing of
         # the room expires before it, so most records cost one comparison.
         self.next_deadline = float("-inf")
@@ -119,21 +155,32 @@ class Pending:
     events and of waiting labels, ``max_events`` and ``max_labels`` (None: off) their
     number; ``dedupe_window`` finished ids are remembered. With ``key``, every waiting event
     and label carries a tag (keyed BLAKE2b over key and value) checked when it is read.
+    With ``horizon`` (clock seconds) an event's deadline is its maturity (``mature``), and
+    one left waiting at it expires ``keep`` seconds later.
     """
 
     def __init__(self, store: KVStore, *, ttl: float, label_ttl: float, max_bytes: int,
                  label_max_bytes: int | None = None, max_events: int | None = None,
                  max_labels: int | None = None, dedupe_window: int = 1_000_000,
-                 key: bytes | None = None, state: dict | None = None):  # fmt: skip
+                 key: bytes | None = None, state: dict | None = None,
+                 horizon: float | None = None, keep: float = 0.0):  # fmt: skip
         self.store = store
         self.dedupe_window = int(dedupe_window)
         # A keyed BLAKE2b, copied per entry (cheaper than keying it anew).
         self._hasher = None if key is None else hashlib.blake2b(key=key[:64], digest_size=_TAG)
         s = state or {}
         label_max_bytes = max_bytes if label_max_bytes is None else label_max_bytes
-        self.event_room = _Room(EVENT, Fifo(store, b"q", *s.get("events_fifo", (0, 0))), ttl,
-                                max_bytes, max_events, s.get("events", 0),
-                                s.get("event_bytes", 0))  # fmt: skip
+        self.horizon = horizon
+        self.event_room = _Room(EVENT, Fifo(store, b"q", *s.get("events_fifo", (0, 0))),
+                                ttl if horizon is None else horizon, max_bytes, max_events,
+                                s.get("events", 0), s.get("event_bytes", 0), keep)  # fmt: skip
+        # Events numbered below it have matured; the oldest that may mature next (-inf:
+        # look it up), as ``next_deadline`` for expiry.
+        self.matured = s.get("matured", 0)
+        self._next_mature = float("-inf")
+        # (id, label payload) of labels attached to events a bound pushed out, for the
+        # caller to report (``lost_labels``)
+        self._lost: list = []
         self.label_room = _Room(LABEL, Fifo(store, b"l", *s.get("labels_fifo", (0, 0))),
                                 label_ttl, label_max_bytes, max_labels, s.get("labels", 0),
                                 s.get("label_bytes", 0))  # fmt: skip
@@ -151,6 +198,7 @@ class Pending:
             "labels": lab.count,
             "event_bytes": ev.bytes,
             "label_bytes": lab.bytes,
+            "matured": self.matured,
         }
 
     @property
@@ -206,30 +254,93 @@ class Pending:
         if value is None:
             return ABSENT, None, -1
         kind = value[0]
-        if kind == EVENT or kind == LABEL:
+        if kind in _TAGGED:
             return kind, value[_WAIT.size :], _WAIT.unpack_from(value)[1]
         return kind, None, -1
 
-    def _wait(self, room: _Room, eid: str, payload: bytes, deadline: float) -> None:
+    def _wait(self, room: _Room, eid: str, payload: bytes, deadline: float,
+              kind: int | None = None) -> None:  # fmt: skip
         key = eid.encode()
         size = len(key) + len(payload)
         seq = room.fifo.push(_SEQ_ENTRY.pack(deadline, size) + key)
-        value = _WAIT.pack(room.kind, seq) + payload
-        if self._hasher is not None:
-            value += self._tag(_ID + key, value)
-        self.store.put(_ID + key, value)
+        self._put(_ID + key, (room.kind if kind is None else kind), seq, payload)
         room.count += 1
         room.bytes += size
 
-    def wait_event(self, eid: str, payload: bytes, now: float, deadline=None) -> list[str]:
-        """Keep an event's ``payload`` until its label comes (``eid`` has no entry) or clock
-        ``now + ttl`` (or ``deadline``); returns the ids of the oldest waiting events pushed
-        out by a bound (finished as evicted)."""
+    def _put(self, key: bytes, kind: int, seq: int, payload: bytes) -> None:
+        value = _WAIT.pack(kind, seq) + payload
+        if self._hasher is not None:
+            value += self._tag(key, value)
+        self.store.put(key, value)
+
+    def wait_event(self, eid: str, payload: bytes, now: float, deadline=None,
+                   label: bytes | None = None) -> list[str]:  # fmt: skip
+        """Keep an event's ``payload`` (with a horizon, and ``label`` attached if given)
+        until its label comes (``eid`` has no entry) or clock ``now + ttl`` (the horizon,
+        or ``deadline``); returns the ids of the oldest waiting events pushed out by a
+        bound (finished as evicted)."""
         room = self.event_room
-        self._wait(room, eid, payload, now + room.ttl if deadline is None else deadline)
-        out = []
+        kind = None
+        if label is not None:
+            payload, kind = _LENGTH.pack(len(payload)) + payload + label, ATTACHED
+        self._wait(room, eid, payload, now + room.ttl if deadline is None else deadline, kind)
+        return self._evict()
+
+    def _evict(self) -> list[str]:
+        room, out = self.event_room, []
         while room.over():
             out.append(self._pop_event(EVICTED))
+        return out
+
+    def attach(self, eid: str, seq: int, payload: bytes, label: bytes) -> list[str]:
+        """Attach ``label`` to the waiting event ``eid`` (``lookup``'s number and payload),
+        which keeps its place; returns the ids of the events a bound pushed out then."""
+        key = eid.encode()
+        room = self.event_room
+        stored = _LENGTH.pack(len(payload)) + payload + label
+        size = len(key) + len(stored)
+        deadline = _SEQ_ENTRY.unpack_from(room.fifo.get(seq))[0]
+        self.store.put(room.fifo.key(seq), _SEQ_ENTRY.pack(deadline, size) + key)
+        self._put(_ID + key, ATTACHED, seq, stored)
+        room.bytes += size - len(key) - len(payload)
+        return self._evict()
+
+    def lost_labels(self) -> list[tuple[str, bytes]]:
+        """The ``(id, label payload)`` of the labels attached to events that a bound
+        pushed out since the last call."""
+        out, self._lost = self._lost, []
+        return out
+
+    def event_time(self, seq: int) -> float:
+        """The clock when the waiting event numbered ``seq`` came."""
+        room = self.event_room
+        return _SEQ_ENTRY.unpack_from(room.fifo.get(seq))[0] - room.ttl
+
+    def is_matured(self, seq: int) -> bool:
+        """Whether the waiting event numbered ``seq`` has passed its maturity (``mature``)."""
+        return seq < self.matured
+
+    def mature(self, now: float) -> list[tuple[str, int, int, bytes]]:
+        """The ``(id, number, kind, stored payload)`` of the waiting events that passed
+        their maturity (their deadline, with a horizon) at clock ``now``, oldest first;
+        they stay until the caller takes them (``take_event``)."""
+        if self.horizon is None or now <= self._next_mature:
+            return []
+        fifo, out = self.event_room.fifo, []
+        seq = max(self.matured, fifo.head)
+        while (found := fifo.at_or_after(seq)) is not None:
+            seq, value = found
+            deadline = _SEQ_ENTRY.unpack_from(value)[0]
+            if deadline >= now:
+                self._next_mature = deadline
+                break
+            eid = value[_SEQ_ENTRY.size :].decode()
+            kind, stored, _ = self.lookup(eid)
+            out.append((eid, seq, kind, stored))
+            seq += 1
+        else:
+            self._next_mature = float("-inf")
+        self.matured = max(self.matured, seq)
         return out
 
     def wait_label(self, eid: str, payload: bytes, now: float, deadline=None) -> list:
@@ -271,6 +382,10 @@ class Pending:
         """The oldest waiting event (``first``, if ``first()`` just gave it) leaves,
         finished as ``status``; returns its id."""
         seq, _, size, eid = first or self.event_room.first()
+        if status == EVICTED and self.horizon is not None:
+            kind, stored, _ = self.lookup(eid)
+            if kind == ATTACHED:
+                self._lost.append((eid, split(kind, stored)[1]))
         self.event_room.leave(seq, size)
         self.finish(eid, status)
         return eid
@@ -298,8 +413,8 @@ class Pending:
         if now <= room.next_deadline or not room.count:
             return out
         while (first := room.first()) is not None:
-            if first[1] >= now:
-                room.next_deadline = first[1]
+            if first[1] + room.keep >= now:
+                room.next_deadline = first[1] + room.keep
                 return out
             out.append(pop(first))
         room.next_deadline = float("-inf")
@@ -313,7 +428,8 @@ class Pending:
         for _, value in self.store.items(fifo.key(fifo.head), fifo.key(fifo.tail)):
             deadline = _SEQ_ENTRY.unpack_from(value)[0]
             eid = value[_SEQ_ENTRY.size :].decode()
-            out.append((eid, deadline, self._get(_ID + eid.encode())[_WAIT.size :]))
+            value = self._get(_ID + eid.encode())
+            out.append((eid, deadline, split(value[0], value[_WAIT.size :])[0]))
         return out
 
     def finished_ids(self) -> list[tuple[str, int]]:

@@ -34,10 +34,8 @@ settings in ``FINGERPRINT``.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from enum import IntEnum
-from typing import NamedTuple
 
 import orjson
 
@@ -47,10 +45,12 @@ from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.bounds import size_text
 from streamcal.stream.config import resolved_scheme, settings_of
 from streamcal.stream.deadletter import dead_letter
+from streamcal.stream.horizon import DelayWatch, LabelHorizon
 from streamcal.stream.messages import BadInput, Fields
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.pending import (
     ABSENT,
+    DEFAULTED,
     EVENT,
     EVICTED,
     EXPIRED,
@@ -58,6 +58,9 @@ from streamcal.stream.pending import (
     LABEL,
     Pending,
 )
+from streamcal.stream.records import Rec as _Rec
+from streamcal.stream.records import pack_label as _pack_label
+from streamcal.stream.records import unpack_label as _unpack_label
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.kv import KVStore
 from streamcal.stream.tasks import PendingMulticlass, PendingPrediction, task_of
@@ -86,7 +89,8 @@ class TopicRank(IntEnum):
 
 _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
-           "dead_letters", "rejected_state_records")  # fmt: skip
+           "dead_letters", "rejected_state_records", "labels_late",
+           "labels_defaulted", "label_delay_warnings")  # fmt: skip
 
 # Settings a checkpoint is bound to: resuming with other ones would mix two states. The
 # classifier's are compared as ClassifierSettings, so that a setting left to its default
@@ -109,49 +113,21 @@ _PROTECTION_FINGERPRINT = ("protect", "alarm", "alarm_alpha")
 # once its default is filled in (``resolved_scheme``). A state without them (before
 # version 5) is binary.
 _TASK_FINGERPRINT = ("task", "scheme")
+# The label horizon: what waits and when it is learned depend on it (a state without
+# them was written without a horizon).
+_HORIZON_FINGERPRINT = {"label_horizon": None, "label_default": None,
+                        "late_labels": "dead-letter"}  # fmt: skip
 FINGERPRINT = (
     _INPUT_FINGERPRINT
     + tuple(k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT)
     + _PROTECTION_FINGERPRINT
     + _TASK_FINGERPRINT
+    + tuple(_HORIZON_FINGERPRINT)
 )
 
 
-class _Rec(NamedTuple):
-    """What a dead letter needs of a record (ConsumerRecords hold more, e.g. headers)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-
-
 # The names of the finished kinds in plain data (the ``recent`` of a state before version 6).
-_STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted"}
-_LABEL_HEAD = struct.Struct("<Iii")  # JSON length, key length, value length (-1: None)
-
-
-def _pack_label(y, rec) -> bytes:
-    """A waiting label: its value and what its dead letter would need (the whole record)."""
-    head = orjson.dumps([y, rec.topic, rec.partition, rec.offset, rec.timestamp])
-    key, value = rec.key, rec.value
-    sizes = _LABEL_HEAD.pack(len(head), -1 if key is None else len(key),
-                             -1 if value is None else len(value))  # fmt: skip
-    return sizes + head + (key or b"") + (value or b"")
-
-
-def _unpack_label(data: bytes) -> tuple:
-    """``(y, _Rec)`` of a packed waiting label."""
-    n, nk, nv = _LABEL_HEAD.unpack_from(data)
-    at = _LABEL_HEAD.size
-    y, topic, partition, offset, timestamp = orjson.loads(data[at : at + n])
-    at += n
-    key = None if nk < 0 else data[at : at + nk]
-    at += max(nk, 0)
-    value = None if nv < 0 else data[at : at + nv]
-    return y, _Rec(topic, partition, offset, timestamp, key, value)
+_STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted", DEFAULTED: "defaulted"}
 
 
 class CalibrationUnit:
@@ -188,7 +164,12 @@ class CalibrationUnit:
             dedupe_window=config.dedupe_window,
             key=key,
             state=state,
+            **LabelHorizon.pending_settings(config),
         )
+        # None without --label-horizon; then the delays are watched instead
+        self.horizon = None if config.label_horizon is None else LabelHorizon(config)
+        name = "global" if unit is GLOBAL_UNIT else str(unit)
+        self._delays = DelayWatch(name) if self.horizon is None else None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.clock = float("-inf")  # the largest record timestamp seen (s)
@@ -257,6 +238,8 @@ class CalibrationUnit:
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
         self.checkpoints = state.get("checkpoints", 0)
+        if self._delays is not None and self.counts["label_delay_warnings"]:
+            self._delays.left = 0  # it spoke before the restart: said once per unit
         if state.get("legacy") is not None:
             self._import(state["legacy"])
         return self
@@ -277,7 +260,8 @@ class CalibrationUnit:
 
     def export_waiting(self) -> dict:
         """Every waiting entry and finished id as plain data, in the ``legacy`` form that
-        ``from_state`` imports (reads them all: for exports and tests)."""
+        ``from_state`` imports (reads them all: for exports and tests; the form has no
+        place for the labels attached to events with a horizon, which it leaves out)."""
         task, pending = self.task, self.pending
         labels = []
         for eid, deadline, payload in pending.waiting(LABEL):
@@ -328,16 +312,16 @@ class CalibrationUnit:
     # ------------------------------------------------------------------ per record
     def handle(self, rank: TopicRank, rec) -> bool:
         """Process one input record and move past it (``offsets``); True when a metric
-        line is due: the label count has just reached a multiple of ``metrics_every`` (so
-        metric lines are keyed on the input and replay identically)."""
+        line is due: the label count has just reached or passed a multiple of
+        ``metrics_every`` (so metric lines are keyed on the input and replay identically)."""
         labels = self.counts["labels"]
         if rank == _EVENT:
             self.on_event(rec)
         else:
             self.on_label(rec)
         self.offsets[(rec.topic, rec.partition)] = rec.offset + 1
-        joined = self.counts["labels"]  # a record joins at most one label
-        return joined != labels and joined % self.config.metrics_every == 0
+        every = self.config.metrics_every  # with a horizon a record may join many labels
+        return self.counts["labels"] // every != labels // every
 
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
@@ -363,6 +347,7 @@ class CalibrationUnit:
         if now <= self.clock:
             return False
         self.clock = now
+        matured = self.horizon is not None and self.horizon.mature(self, now)
         events, labels = self.pending.expire(now)
         if events:
             self.counts["expired"] += len(events)
@@ -372,7 +357,7 @@ class CalibrationUnit:
                 f"label without event: no event with this id within "
                 f"label_wait={self.config.label_wait:g} s",
             )
-        return bool(events or labels)
+        return bool(matured or events or labels)
 
     def _decode(self, rec, decode):
         """The decoded message, or None once a bad one is dead-lettered."""
@@ -406,9 +391,15 @@ class CalibrationUnit:
         counts = self.counts
         counts["events"] += 1
         counts["predictions"] += 1
+        if self.horizon is not None:  # it waits for its horizon, with a label come first
+            if kind == LABEL:
+                pending.take_label(eid, seq, payload)
+            self.horizon.wait_event(self, eid, pred, payload if kind == LABEL else None)
+            return
         if kind == LABEL:
             y, label_rec = _unpack_label(payload)
             if self._join(eid, pred, y, label_rec):
+                self._watch_delay(y)
                 pending.take_label(eid, seq, payload)
                 pending.finish(eid, JOINED)
                 return
@@ -424,11 +415,15 @@ class CalibrationUnit:
         eid = lab.id
         pending = self.pending
         kind, payload, seq = pending.lookup(eid)
+        if self.horizon is not None and self.horizon.on_label(self, rec, lab, kind, payload,
+                                                              seq):  # fmt: skip
+            return
         if kind == EVENT:
             if self._advance(rec.timestamp):
                 kind, payload, seq = pending.lookup(eid)  # it may have expired just now
             if kind == EVENT:
                 if self._join(eid, self.task.unpack(payload), lab.y, rec):
+                    self._watch_delay(lab.y, rec.timestamp, seq)
                     pending.take_event(eid, seq, payload)
                 return
         if kind == LABEL:
@@ -458,6 +453,14 @@ class CalibrationUnit:
                 _unpack_label(old)[1],
                 f"label without event: pushed out by a waiting bound ({self._label_bounds()})",
             )
+
+    def _watch_delay(self, y, ts_ms: int | None = None, seq: int = -1) -> None:
+        """Without a horizon, give the watch the delay of a label just joined to the
+        waiting event ``seq`` (none: the label came first, no delay)."""
+        watch = self._delays
+        if watch is not None and watch.watching:
+            delay = 0.0 if ts_ms is None else ts_ms / 1000 - self.pending.event_time(seq)
+            self.counts["label_delay_warnings"] += watch.add(y, delay)
 
     def _event_bounds(self) -> str:
         cfg = self.config
@@ -549,6 +552,8 @@ def check_fingerprint(state: dict, config) -> None:
         for k in _PROTECTION_FINGERPRINT
         if fingerprint.get(k) is not None  # None: the state predates protection
     ]
+    pairs += [(k, fingerprint.get(k, off), getattr(config, k))
+              for k, off in _HORIZON_FINGERPRINT.items()]  # fmt: skip
     task = fingerprint.get("task") or "binary"
     pairs += [
         ("task", task, config.task),

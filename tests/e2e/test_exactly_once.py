@@ -115,6 +115,26 @@ def _settings(bootstrap: str, topics: dict, tmp_path, name: str, **extra) -> dic
                          **extra)  # fmt: skip
 
 
+def _killed_and_uninterrupted(streamcal_run, bootstrap: str, t: dict, tmp_path, n: int,
+                              kills: int, **extra) -> tuple:  # fmt: skip
+    """An uninterrupted run over the input topics of ``t`` and one killed -9 ``kills``
+    times, each to outputs of its own, with ``extra`` settings; checks that their outputs
+    are the same, each exactly once. Returns the killed run's topics, both final metric
+    lines and the note naming the kill moments' seed."""
+    ref_t, crash_t = _outputs(t, "ref"), _outputs(t, "crash")
+    ref = _settings(bootstrap, ref_t, tmp_path, "ref", **extra)
+    done = streamcal_run.run(ref, "--max-idle-s", "1.5", timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    crash = _settings(bootstrap, crash_t, tmp_path, "crash", **extra)
+    metrics = tmp_path / "crash-metrics.jsonl"
+    with open(tmp_path / "killed-stderr.txt", "wb") as stderr:
+        seed = kill_9_then_finish(streamcal_run, crash, crash["state_dir"], metrics,
+                                  kills=kills, pause=1.0, stderr=stderr)  # fmt: skip
+    note = f"(kill moments seed {seed})"
+    _same_outputs(bootstrap, ref_t, crash_t, n, note)
+    return crash_t, metric_lines(metrics)[-1], metric_lines(ref["metrics_file"])[-1], note
+
+
 def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     noida_broker, unique_topics, tmp_path, streamcal_run
 ):
@@ -128,24 +148,31 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     _topics(bootstrap, t)
     events, labels = _with_bad_records(n, seed=30)
     _produce(bootstrap, t, events, labels)
-    ref_t, crash_t = _outputs(t, "ref"), _outputs(t, "crash")
-    ref = _settings(bootstrap, ref_t, tmp_path, "ref", checkpoint_interval=0.5)
-    done = streamcal_run.run(ref, "--max-idle-s", "1.5", timeout=300)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-
-    crash = _settings(bootstrap, crash_t, tmp_path, "crash", checkpoint_interval=0.5)
-    metrics = tmp_path / "crash-metrics.jsonl"
-    with open(tmp_path / "killed-stderr.txt", "wb") as stderr:
-        seed = kill_9_then_finish(streamcal_run, crash, crash["state_dir"], metrics, kills=4,
-                                  pause=1.0, stderr=stderr)  # fmt: skip
-    note = f"(kill moments seed {seed})"
-    _same_outputs(bootstrap, ref_t, crash_t, n, note)
-    final, ref_final = metric_lines(metrics)[-1], metric_lines(ref["metrics_file"])[-1]
+    crash_t, final, ref_final, note = _killed_and_uninterrupted(
+        streamcal_run, bootstrap, t, tmp_path, n, kills=4, checkpoint_interval=0.5
+    )
     assert final["labels"] == n and final["dead_letters"] == ref_final["dead_letters"] > 0
     assert untimed(final) == untimed(ref_final), note
     # The kills found transactions open, whose outputs a read_uncommitted reader sees.
     everything = read_topic(bootstrap, crash_t["predictions"], min_count=n)
     assert len(everything) > n, f"no kill caught an open transaction {note}"
+
+
+def test_with_a_label_horizon_kill_9_keeps_every_output_exactly_once(
+    noida_broker, unique_topics, tmp_path, streamcal_run
+):
+    """A horizon shorter than many labels' delays (late labels are dead letters) and a
+    default, killed twice: each output exactly once, the final line the reference's."""
+    bootstrap, t = noida_broker.bootstrap_servers, unique_topics
+    n = 4000
+    _topics(bootstrap, t)
+    _produce(bootstrap, t, *_with_bad_records(n, seed=31))
+    _, final, ref_final, note = _killed_and_uninterrupted(
+        streamcal_run, bootstrap, t, tmp_path, n, kills=2, checkpoint_interval=0.5,
+        label_horizon="0.3s", label_default="0",
+    )  # fmt: skip
+    assert untimed(final) == untimed(ref_final), note
+    assert final["labels_late"] > 100 and final["labels_defaulted"] > 100
 
 
 # Runs `streamcal run` with kill -9 right after the Kafka commit of its CRASH_AT-th

@@ -85,3 +85,13 @@ def test_the_log_says_the_delay_the_bound_holds(caplog):
     (rec,) = caplog.records
     assert rec.levelname == "WARNING" and "holds 1.2 h of label delay" in rec.getMessage()
     assert "less than --pending-ttl (1.0 days)" in rec.getMessage()
+
+
+def test_with_a_label_horizon_the_bound_is_compared_with_the_horizon(caplog):
+    config = ProcessorConfig.build(pending_max_bytes="1GiB", label_horizon="1h")
+    line = {"unit": "global", "events_per_s": 1000.0, "pending": 1000, "pending_bytes": 250_000,
+            "evicted": 0, "labels_lost": 0}  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="streamcal.stream.bounds"):
+        BoundWatch(config).observe(line)  # 1.2 h held: covers the horizon, not the ttl
+    (rec,) = caplog.records
+    assert rec.levelname == "INFO" and "(--label-horizon 1.0 h)" in rec.getMessage()

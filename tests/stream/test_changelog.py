@@ -70,11 +70,14 @@ def _everything(unit) -> tuple:
     return unit.export_waiting(), unit.pending.to_state(), unit.counts, data
 
 
-@pytest.mark.parametrize("refresh", [64, 256 * 1024])  # rolls over many checkpoints, or one
+# rolls over many checkpoints, or one; with a label horizon (labels attached to waiting
+# events, events matured in order: a record is a second)
+@pytest.mark.parametrize("refresh, horizon", [(64, None), (256 * 1024, None), (64, "30s")])
 def test_a_unit_rebuilt_from_the_changelog_equals_the_one_saved(kafka_broker, unique_topics,
-                                                                 monkeypatch, refresh):  # fmt: skip
+                                                                 monkeypatch, refresh,
+                                                                 horizon):  # fmt: skip
     monkeypatch.setattr(topic_module, "_MIN_REFRESH", refresh)
-    config = _config(kafka_broker, unique_topics, snapshot_interval=3600)
+    config = _config(kafka_broker, unique_topics, snapshot_interval=3600, label_horizon=horizon)
     items = _stream(1200, seed=1)
     states, outbox, unit = _holder(config)
     step = 60
@@ -85,6 +88,8 @@ def test_a_unit_rebuilt_from_the_changelog_equals_the_one_saved(kafka_broker, un
     outbox.flush()
     want = _everything(unit)
     assert unit.pending.events > 10 and unit.pending.finished > 500
+    if horizon is not None:
+        assert unit.pending.matured > 1000 and any(v[0] == ord("A") for _, v in want[3])
     assert states.topic.bytes_written > 0
     states.close()
     outbox.close()

@@ -26,6 +26,7 @@ from streamcal.stream.pending import (
     LABEL,
     Pending,
     TamperedEntry,
+    split,
 )
 from streamcal.stream.state.fifo import Fifo
 from streamcal.stream.state.kv import KVStore
@@ -309,3 +310,96 @@ def test_a_changed_entry_fails_authentication():
     with pytest.raises(TamperedEntry):
         room.lookup("b")
     store.close()
+
+
+class HorizonModel:
+    """The horizon's rules of ``Pending`` in plain Python: events in order, each with its
+    deadline (maturity), payload, attached label and whether it matured."""
+
+    def __init__(self, horizon, keep, max_bytes):
+        self.horizon, self.keep, self.max_bytes = horizon, keep, max_bytes
+        self.events: OrderedDict = OrderedDict()  # id -> [deadline, payload, label, matured]
+        self.finished: dict = {}
+
+    def size(self, eid, e):
+        stored = len(e[1]) + (0 if e[2] is None else 4 + len(e[2]))
+        return len(eid) + stored
+
+    def bytes(self):
+        return sum(self.size(k, e) for k, e in self.events.items())
+
+    def evict(self):
+        """The ids pushed out, and the ``(id, label)`` of those with a label attached."""
+        out, lost = [], []
+        while self.bytes() > self.max_bytes:
+            k, e = self.events.popitem(last=False)
+            self.finished[k] = EVICTED
+            out.append(k)
+            lost += [(k, e[2])] if e[2] is not None else []
+        return out, lost
+
+
+@given(st.lists(st.tuples(st.sampled_from("EATCR"), st.integers(0, 12), st.integers(1, 30)),
+                max_size=80), st.integers(60, 400), st.sampled_from([0.0, 5.0]))  # fmt: skip
+@settings(max_examples=examples(60), deadline=None)
+def test_pending_with_a_horizon_matures_in_event_order_through_crashes(ops, max_bytes, keep):
+    """Events wait for their horizon, labels are attached, ``mature`` hands them over in
+    event order (the caller joins the labelled, expires or keeps the others), bounds push
+    the oldest out with its label, commits and crashes: every answer equals the model's."""
+    import copy
+
+    path = tempfile.mkdtemp()
+    store = KVStore(path)
+    settings_ = dict(ttl=10.0, label_ttl=4.0, max_bytes=max_bytes, dedupe_window=100,
+                     key=b"k" * 32, horizon=3.0, keep=keep)  # fmt: skip
+    room = Pending(store, **settings_)
+    model = HorizonModel(3.0, keep, max_bytes)
+    saved = (room.to_state(), copy.deepcopy(model))
+    now = 0.0
+    for op, n, size in ops:
+        eid = f"id{n}"
+        e = model.events.get(eid)
+        if op == "E" and e is None and eid not in model.finished:
+            model.events[eid] = [now + 3.0, b"p%d" % n * (size % 4 + 1), None, False]
+            out, lost = model.evict()
+            assert room.wait_event(eid, model.events[eid][1], now) == out
+            assert room.lost_labels() == lost
+        elif op == "A" and e is not None and e[2] is None and not e[3]:
+            kind, payload, seq = room.lookup(eid)
+            assert (kind, payload) == (EVENT, e[1])
+            e[2] = b"label %d" % size
+            out, lost = model.evict()
+            assert room.attach(eid, seq, payload, e[2]) == out
+            assert room.lost_labels() == lost
+        elif op == "T":
+            now += size / 4
+            want = [(k, ev[1], ev[2]) for k, ev in model.events.items()
+                    if ev[0] < now and not ev[3]]  # fmt: skip
+            got = room.mature(now)
+            assert [(k, *split(kind, stored)) for k, _, kind, stored in got] == want
+            for k, seq, _, stored in got:
+                ev = model.events[k]
+                if ev[2] is not None or not keep:
+                    room.take_event(k, seq, stored, JOINED if ev[2] is not None else EXPIRED)
+                    model.finished[k] = JOINED if ev[2] is not None else EXPIRED
+                    del model.events[k]
+                else:
+                    ev[3] = True
+            expired = [k for k, ev in model.events.items() if ev[0] + keep < now]
+            for k in expired:
+                del model.events[k]
+                model.finished[k] = EXPIRED
+            assert room.expire(now) == (expired, [])
+        elif op == "C":
+            store.commit()
+            saved = (room.to_state(), copy.deepcopy(model))
+        elif op == "R":
+            store.close()
+            store = KVStore(path)
+            room = Pending(store, **settings_, state=saved[0])
+            model = copy.deepcopy(saved[1])
+        assert room.events == len(model.events) and room.event_bytes == model.bytes()
+        for k in model.finished:
+            assert room.lookup(k)[0] == model.finished[k]
+    store.close()
+    shutil.rmtree(path)

@@ -76,20 +76,21 @@ class Fifo:
     def first(self):
         """``(number, value)`` of the oldest entry, or None if there is none; moves
         ``head`` up to it."""
+        found = self.at_or_after(self.head)
+        self.head = self.tail if found is None else found[0]
+        return found
+
+    def at_or_after(self, seq: int):
+        """``(number, value)`` of the oldest entry numbered ``seq`` or later, or None."""
         store, prefix, tail = self.store, self.prefix, self.tail
-        seq = self.head
         for _ in range(_EXACT):
             if seq >= tail:
-                self.head = seq
                 return None
             v = store.get(prefix + _SEQ.pack(seq))
             if v is not None:
-                self.head = seq
                 return seq, v
             seq += 1
-        found = self._seek(seq)
-        self.head = tail if found is None else found[0]
-        return found
+        return self._seek(seq)
 
     def _seek(self, seq: int):
         """The first entry at or after ``seq``: committed ones from an iterator (unless

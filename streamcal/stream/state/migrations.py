@@ -77,6 +77,10 @@ arrays), so a change of the store's format never needs a checkpoint upgrade. Ver
    the resume, counting from the unit's label count (``streamcal.stream.tasks``): its
    ``alarm_at`` and ``alarm_onset`` stay on the axis of the metric lines. A version-6
    state written with the conformal alarm already (the same layout as 7) keeps it.
+   The label horizon (``--label-horizon``) adds optional keys, no version: the
+   fingerprint's ``label_horizon``, ``label_default``, ``late_labels`` (absent: no
+   horizon), ``pending``'s ``matured`` cursor (absent: 0) and the counts
+   ``labels_late``, ``labels_defaulted``, ``label_delay_warnings`` (absent: 0).
 
 ``upgrade`` brings an older state to ``VERSION`` one step at a time and refuses a newer
 one with a one-line error. Add a version: bump ``VERSION``, write the step from the
