@@ -53,7 +53,8 @@ class LabelDelays:
         What to do, ending the message (the setting of the library or of the processor).
     """
 
-    __slots__ = ("factor", "min_labels", "unit", "advice", "said", "_n", "_sum")
+    __slots__ = ("factor", "min_labels", "unit", "advice", "said", "_n", "_sum", "_ready",
+                 "_log_factor")  # fmt: skip
 
     def __init__(
         self,
@@ -67,32 +68,45 @@ class LabelDelays:
         if min_labels < 1:
             raise ValueError(f"min_labels must be >= 1, got {min_labels!r}")
         self.factor = float(factor)
+        self._log_factor = math.log(self.factor)
         self.min_labels = int(min_labels)
         self.unit = unit
         self.advice = advice
         self.said = False  # the warning is given once: it names a property of the source
         self._n: dict = {}  # class -> labels seen
         self._sum: dict = {}  # class -> sum of log1p(delay)
+        self._ready = 0  # classes with min_labels labels
 
     def add(self, y, delay: float) -> str | None:
         """Count a label of class ``y`` that came ``delay`` after its prediction; the
         warning text the first time the classes' delays differ by more than ``factor``."""
-        self._n[y] = self._n.get(y, 0) + 1
-        self._sum[y] = self._sum.get(y, 0.0) + math.log1p(max(float(delay), 0.0))
-        if self.said or len(self._n) < 2 or min(self._n.values()) < self.min_labels:
+        # Called for every label while a classifier watches: no dict or exp built per call.
+        n, sums = self._n, self._sum
+        count = n.get(y, 0) + 1
+        n[y] = count
+        sums[y] = sums.get(y, 0.0) + math.log1p(delay if delay > 0.0 else 0.0)
+        if count == self.min_labels:
+            self._ready += 1
+        if self.said or self._ready < 2 or self._ready < len(n):
             return None
-        typical = self.typical()
-        quick = min(typical, key=typical.get)
-        slow = max(typical, key=typical.get)
-        ratio = (typical[slow] + 1.0) / (typical[quick] + 1.0)
-        if ratio <= self.factor:
+        # ratio of geometric means of 1 + delay > factor <=> means of log1p differ by more
+        # than log(factor)
+        lo = hi = None
+        for c, total in sums.items():
+            mean = total / n[c]
+            if lo is None or mean < lo[1]:
+                lo = (c, mean)
+            if hi is None or mean > hi[1]:
+                hi = (c, mean)
+        if hi[1] - lo[1] <= self._log_factor:
             return None
         self.said = True
+        quick, slow = math.expm1(lo[1]), math.expm1(hi[1])
         return (
-            f"label delays depend on the outcome: labels of class {quick!r} came after "
-            f"~{typical[quick]:.2g} {self.unit}, of class {slow!r} after ~{typical[slow]:.2g} "
-            f"({ratio:.0f}x apart); labels learned in arrival order over-represent the quicker "
-            f"class and bias the calibration: {self.advice}"
+            f"label delays depend on the outcome: labels of class {lo[0]!r} came after "
+            f"~{quick:.2g} {self.unit}, of class {hi[0]!r} after ~{slow:.2g} "
+            f"({math.exp(hi[1] - lo[1]):.0f}x apart); labels learned in arrival order "
+            f"over-represent the quicker class and bias the calibration: {self.advice}"
         )
 
     def typical(self) -> dict:
