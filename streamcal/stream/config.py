@@ -556,9 +556,9 @@ class ProcessorConfig:
                 f"got {self.compression_type!r}"
             )
         if self.compression_type not in ("none", "gzip"):
-            import kafka.codec
+            from streamcal.stream.kafka.kafka_python import has_codec
 
-            if not getattr(kafka.codec, f"has_{self.compression_type}")():
+            if not has_codec(self.compression_type):
                 raise ValueError(
                     f"compression_type {self.compression_type}: the codec's Python package "
                     "is not installed (python-snappy, lz4 or zstandard; dependencies of "

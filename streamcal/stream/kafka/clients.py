@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import time
 
+from streamcal.stream.kafka import kafka_python
+
 __all__ = [
     "admin",
     "commit",
@@ -27,9 +29,9 @@ __all__ = [
     "heartbeat_ms",
     "input_consumer",
     "input_partitions",
-    "last_stable_offsets",
     "outbox",
     "partition_count",
+    "producer",
     "transaction_timeout_ms",
     "transactional_id",
 ]
@@ -50,21 +52,17 @@ def heartbeat_ms(session_timeout_ms: int) -> int:
 
 def consumer(settings: dict, group_id: str | None = None, session_timeout_ms: int = 10_000,
              **options):  # fmt: skip
-    """A ``KafkaConsumer`` with the client ``settings``; in group ``group_id`` if given.
-    ``options`` are kafka-python's, and win over the defaults here."""
-    from kafka import KafkaConsumer
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-
+    """A consumer (the port's, ``kafka_python.Consumer``) with the client ``settings``; in
+    group ``group_id`` if given. ``options`` are kafka-python's, and win over the defaults
+    here."""
     kw: dict = {"enable_auto_commit": False, "auto_offset_reset": "earliest"}
     if group_id is not None:
         kw.update(
             group_id=group_id,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_ms(session_timeout_ms),
-            # range: each member gets the same partition numbers of both topics (units)
-            partition_assignment_strategy=[RangePartitionAssignor],
         )
-    return KafkaConsumer(**settings, **{**kw, **options})
+    return kafka_python.Consumer.build(**settings, **{**kw, **options})
 
 
 def input_consumer(config):
@@ -82,49 +80,16 @@ def input_consumer(config):
     )
 
 
-def last_stable_offsets(consumer) -> dict | None:
-    """``{TopicPartition: last stable offset}``, kept up to date from ``consumer``'s fetch
-    responses (a ``read_committed`` consumer's position stops there while an upstream
-    transaction is open, below the highwater).
-
-    kafka-python keeps only the highwater of a fetch response; its last stable offset
-    (Fetch v4+) is taken here by wrapping the fetcher's parse of each response. A value
-    may be stale (from a response discarded after a seek), lower than the broker's: the
-    merge takes it only as a hint, as it takes the highwater. None if kafka-python's
-    internals differ from 2.2-3.0's: the merge then takes the highwater, and a partition
-    held by an open upstream transaction waits ``--merge-wait`` (counted in
-    ``merge_stalls``)."""
-    stable: dict = {}
-    fetcher = getattr(consumer, "_fetcher", None)
-    parse = getattr(fetcher, "_parse_fetched_data", None)
-    if parse is None:
-        log.warning("kafka-python %s: the last stable offsets of fetches are not available; "
-                    "an open upstream transaction will count as a merge stall",
-                    _kafka_version())  # fmt: skip
-        return None
-
-    def parse_and_keep(completed_fetch):
-        data = completed_fetch.partition_data
-        lso = getattr(data, "last_stable_offset", -1)
-        if lso is not None and lso >= 0 and getattr(data, "error_code", 0) == 0:
-            stable[completed_fetch.topic_partition] = lso
-        return parse(completed_fetch)
-
-    fetcher._parse_fetched_data = parse_and_keep
-    return stable
-
-
-def _kafka_version() -> str:
-    import kafka
-
-    return getattr(kafka, "__version__", "?")
-
-
 def admin(settings: dict):
-    """A ``KafkaAdminClient`` with the client ``settings`` (close it after use)."""
-    from kafka.admin import KafkaAdminClient
+    """An admin client (``kafka_python.Admin``) with the client ``settings`` (close it
+    after use)."""
+    return kafka_python.Admin(settings)
 
-    return KafkaAdminClient(**settings)
+
+def producer(settings: dict):
+    """A producer (``kafka_python.Producer``: ``send``, ``flush``, ``close``) with the
+    client ``settings`` and producer options (kafka-python's names)."""
+    return kafka_python.Producer(settings)
 
 
 def outbox(config, instance: str | None = None):
@@ -195,12 +160,11 @@ def partition_count(consumer, topic: str, timeout: float = 30.0) -> int:
 
 def input_partitions(consumer, topics, timeout: float = 30.0) -> list:
     """Every ``TopicPartition`` of ``topics``, in order (waits for the metadata)."""
-    from kafka import TopicPartition
-
     out = []
     for topic in topics:
         partition_count(consumer, topic, timeout)
-        out.extend(TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic)))
+        parts = sorted(consumer.partitions_for_topic(topic))
+        out.extend(consumer.partition(topic, p) for p in parts)
     return out
 
 
@@ -208,11 +172,9 @@ def commit(committer, offsets: dict[tuple[str, int], int]) -> None:
     """Commit ``{(topic, partition): next offset}`` through ``committer`` (a consumer, or
     the global lock); a failure is logged, never raised (the offsets are for lag
     monitoring only: the checkpoints are what a restart resumes from)."""
-    from streamcal.stream.kafka.sink import offset_commits  # the transactions' too
-
     if not offsets or committer is None:
         return
     try:
-        committer.commit(offset_commits(offsets))
+        committer.commit(offsets)
     except Exception as exc:  # noqa: BLE001 - lag monitoring only: never fatal
         log.warning("offset commit failed: %r", exc)
