@@ -23,7 +23,10 @@ LAYERS = ("core", "learner", "monitoring", "stream", "demo", "cli")
 THIRD_PARTY = {"river": "learner", "kafka": "stream", "confluent_kafka": "stream"}
 # Kafka clients are imported by their adapters only, behind the port (stream/kafka/port.py):
 # client package -> the one module that may import it.
-ADAPTERS = {"kafka": "streamcal.stream.kafka.kafka_python"}
+ADAPTERS = {
+    "kafka": "streamcal.stream.kafka.kafka_python",
+    "confluent_kafka": "streamcal.stream.kafka.librdkafka",
+}
 KAFKA_CLIENTS = ("kafka", "confluent_kafka")
 
 

@@ -109,6 +109,7 @@ def _same_outputs(bootstrap: str, ref: dict, got: dict, n: int, note: str) -> No
 
 
 def _settings(bootstrap: str, topics: dict, tmp_path, name: str, **extra) -> dict:
+    """Exactly-once settings of run ``name`` (``kafka_client`` in ``extra``: its client)."""
     return base_settings(bootstrap, topics, processing_guarantee=EOS, metrics_every=500,
                          label_wait=5.0, state_dir=tmp_path / f"{name}-state",
                          metrics_file=tmp_path / f"{name}-metrics.jsonl", global_lock=False,
@@ -116,7 +117,7 @@ def _settings(bootstrap: str, topics: dict, tmp_path, name: str, **extra) -> dic
 
 
 def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """The issue's acceptance: 12,000 events with their labels interleaved and bad records
     mixed in, killed with kill -9 four times at random moments and restarted: a
@@ -133,7 +134,8 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     done = streamcal_run.run(ref, "--max-idle-s", "1.5", timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
-    crash = _settings(bootstrap, crash_t, tmp_path, "crash", checkpoint_interval=0.5)
+    crash = _settings(bootstrap, crash_t, tmp_path, "crash", checkpoint_interval=0.5,
+                      kafka_client=kafka_client)  # the reference: kafka-python's
     metrics = tmp_path / "crash-metrics.jsonl"
     with open(tmp_path / "killed-stderr.txt", "wb") as stderr:
         seed = kill_9_then_finish(streamcal_run, crash, crash["state_dir"], metrics, kills=4,
@@ -231,7 +233,7 @@ def test_a_crash_between_the_kafka_commit_and_the_local_one(
 
 
 def test_a_zombie_is_fenced_once_its_successor_starts(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """Instance A holds everything it produced in an open transaction (an hour's checkpoint
     interval) when instance B of the same group starts: B's producer fences A's and aborts
@@ -248,14 +250,16 @@ def test_a_zombie_is_fenced_once_its_successor_starts(
     _produce(bootstrap, t, *early)
     ref_t, run_t = _outputs(t, "ref"), _outputs(t, "run")
 
-    zombie = _settings(bootstrap, run_t, tmp_path, "a", checkpoint_interval=3600)
+    zombie = _settings(bootstrap, run_t, tmp_path, "a", checkpoint_interval=3600,
+                       kafka_client=kafka_client)
     with open(tmp_path / "a-stderr.txt", "wb") as err:
         a = streamcal_run.popen(zombie, stderr=err)
     first = sum(1 for key, _, _ in early[0] if key.startswith("e"))  # not the bad ones
     wait_until(lambda: len(read_topic(bootstrap, run_t["predictions"])) >= first, 60,
                "A's first predictions (uncommitted)")  # fmt: skip
     assert _committed(bootstrap, run_t["predictions"]) == []
-    successor = _settings(bootstrap, run_t, tmp_path, "b", checkpoint_interval=0.5)
+    successor = _settings(bootstrap, run_t, tmp_path, "b", checkpoint_interval=0.5,
+                          kafka_client=kafka_client)
     with open(tmp_path / "b-stderr.txt", "wb") as err:
         b = streamcal_run.popen(successor, stderr=err)
     wait_until(lambda: len(_committed(bootstrap, run_t["predictions"])) >= first, 60,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-from streamcal.stream.kafka import kafka_python
+from streamcal.stream.kafka.adapters import CLIENT, split
 
 __all__ = [
     "admin",
@@ -52,9 +52,9 @@ def heartbeat_ms(session_timeout_ms: int) -> int:
 
 def consumer(settings: dict, group_id: str | None = None, session_timeout_ms: int = 10_000,
              **options):  # fmt: skip
-    """A consumer (the port's, ``kafka_python.Consumer``) with the client ``settings``; in
-    group ``group_id`` if given. ``options`` are kafka-python's, and win over the defaults
-    here."""
+    """A consumer of the adapter ``settings`` name (``adapters``) with the client
+    ``settings``; in group ``group_id`` if given. ``options`` (kafka-python's names) win
+    over the defaults here."""
     kw: dict = {"enable_auto_commit": False, "auto_offset_reset": "earliest"}
     if group_id is not None:
         kw.update(
@@ -62,7 +62,8 @@ def consumer(settings: dict, group_id: str | None = None, session_timeout_ms: in
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_ms(session_timeout_ms),
         )
-    return kafka_python.Consumer.build(**settings, **{**kw, **options})
+    client, settings = split(settings)
+    return client.Consumer.build(**settings, **{**kw, **options})
 
 
 def input_consumer(config):
@@ -70,7 +71,7 @@ def input_consumer(config):
     with exactly-once)."""
     isolation = "read_committed" if config.exactly_once else "read_uncommitted"
     return consumer(
-        config.kafka_client_settings(),
+        settings(config),
         group_id=config.group_id,
         session_timeout_ms=config.session_timeout_ms,
         max_poll_records=config.poll_max_records,
@@ -81,37 +82,44 @@ def input_consumer(config):
 
 
 def admin(settings: dict):
-    """An admin client (``kafka_python.Admin``) with the client ``settings`` (close it
-    after use)."""
-    return kafka_python.Admin(settings)
+    """An admin client with the client ``settings`` (close it after use)."""
+    client, settings = split(settings)
+    return client.Admin(settings)
 
 
 def producer(settings: dict):
-    """A producer (``kafka_python.Producer``: ``send``, ``flush``, ``close``) with the
-    client ``settings`` and producer options (kafka-python's names)."""
-    return kafka_python.Producer(settings)
+    """A producer (``send``, ``flush``, ``close``) with the client ``settings`` and
+    producer options (kafka-python's names)."""
+    client, settings = split(settings)
+    return client.Producer(settings)
+
+
+def settings(config) -> dict:
+    """The client settings of ``config``, naming its client (``--kafka-client``)."""
+    return {**config.kafka_client_settings(), CLIENT: config.kafka_client}
 
 
 def outbox(config, instance: str | None = None):
     """The processor's producer (``streamcal.stream.kafka.sink``): idempotent, in a child
-    process unless ``config.producer_process`` is off; with exactly-once, transactional
+    process unless ``config.producer_process`` is off or the client is librdkafka; with
+    exactly-once, transactional
     (``transactional_id(config, instance)``)."""
     from streamcal.stream.kafka import sink
 
-    settings = {
-        **config.kafka_client_settings(),
+    out = {
+        **settings(config),
         "enable_idempotence": True,
         "linger_ms": config.linger_ms,
         "batch_size": 256 * 1024,
         **config.producer_settings(),
     }
+    # librdkafka's producer works in its own threads, outside the GIL: no child process
+    child = config.producer_process and config.kafka_client == "kafka-python"
     if config.exactly_once:
-        settings["transactional_id"] = transactional_id(config, instance)
-        settings["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
-        if config.producer_process:
-            return sink.TransactionalProcess(settings)
-        return sink.TransactionalOutbox(settings)
-    return sink.ProducerProcess(settings) if config.producer_process else sink.Outbox(settings)
+        out["transactional_id"] = transactional_id(config, instance)
+        out["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
+        return sink.TransactionalProcess(out) if child else sink.TransactionalOutbox(out)
+    return sink.ProducerProcess(out) if child else sink.Outbox(out)
 
 
 def transactional_id(config, instance: str | None = None) -> str:

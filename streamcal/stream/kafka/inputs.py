@@ -53,7 +53,7 @@ class Inputs:
         own consumer of the events topic; ``GroupError`` if another one is in it)."""
         cfg = self.config
         self.lock = GlobalLock(
-            cfg.kafka_client_settings(),
+            clients.settings(cfg),
             group_id=cfg.group_id,
             topic=cfg.events_topic,
             session_timeout_ms=cfg.session_timeout_ms,

@@ -357,9 +357,10 @@ class Producer:
         return fut
 
     @staticmethod
-    def delivered(handle) -> bool:
-        """Whether the record ``send`` returned ``handle`` for was acknowledged."""
-        return handle.is_done and not handle.failed()
+    def undelivered(sent: list) -> list:
+        """The entries ``(topic, key, value, partition, handle of send or None)`` of
+        ``sent`` not acknowledged (after a ``flush``)."""
+        return [o for o in sent if o[4] is None or not o[4].is_done or o[4].failed()]
 
     def flush(self, timeout: float | None = None) -> None:
         with mapped():

@@ -40,6 +40,7 @@ import time
 from multiprocessing.connection import Connection
 
 from streamcal.stream.kafka import kafka_python
+from streamcal.stream.kafka.adapters import split
 from streamcal.stream.kafka.port import KafkaError, ProducerFenced
 from streamcal.stream.logformat import configure, format_of
 
@@ -60,8 +61,10 @@ _PIPE_SIZE = 1 << 20  # bytes buffered in the pipe to the child (64 KiB by defau
 
 
 def make_producer(settings: dict):
-    """The port's producer with ``settings`` (client settings plus producer options)."""
-    return kafka_python.Producer(settings)
+    """The port's producer with ``settings`` (client settings plus producer options), of
+    the adapter they name (``adapters``)."""
+    client, settings = split(settings)
+    return client.Producer(settings)
 
 
 class TransactionAborted(RuntimeError):
@@ -93,13 +96,14 @@ class Outbox:
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
         """Send a record (``partition``: None lets the producer choose by key)."""
+        sent = True
         try:
             fut = self._producer.send(topic, key, value, partition, self._on_error)
         except Exception as exc:  # a producer in a fatal state refuses new sends
             log.warning("send to %s failed (%r); recreating the producer", topic, exc)
-            fut = None
+            fut, sent = None, False
         self._sent.append((topic, key, value, partition, fut))
-        if fut is None or len(self._sent) >= _FLUSH_EVERY:
+        if not sent or len(self._sent) >= _FLUSH_EVERY:
             self.flush()
 
     def _on_error(self, exc) -> None:
@@ -114,8 +118,7 @@ class Outbox:
                 self._producer.flush(timeout=30)
             except KafkaError as exc:
                 log.warning("producer flush failed: %r", exc)
-            delivered = self._producer.delivered
-            failed = [o for o in self._sent if o[4] is None or not delivered(o[4])]
+            failed = self._producer.undelivered(self._sent)
             if not failed:
                 self._sent.clear()
                 self.failed = False
