@@ -346,7 +346,7 @@ def test_aborted_upstream_input_is_never_processed_and_an_open_one_holds_nothing
 
 
 def test_units_handed_over_gracefully_keep_every_output_exactly_once(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """--scope partition on noida-db (a member killed with kill -9 is never expired there,
     so only graceful hand-overs): a second instance joins mid-stream and takes units over
@@ -380,13 +380,15 @@ def test_units_handed_over_gracefully_keep_every_output_exactly_once(
     produce(bootstrap, as_records(t, thirds[0]))
     procs = []
     try:
-        first, first_log = start(streamcal_run, bootstrap, run_t, tmp_path, 0, **eos)
+        first, first_log = start(streamcal_run, bootstrap, run_t, tmp_path, 0, **eos,
+                                 kafka_client=kafka_client)  # the reference: kafka-python
         procs.append(first)
         wait_until(lambda: held_units(first_log) == set(range(P)), 60, "the first instance",
                    interval=0.1)  # fmt: skip
         wait_until(lambda: len(_committed(bootstrap, run_t["predictions"])) > 0, 60,
                    "the first predictions")  # fmt: skip
-        second, second_log = start(streamcal_run, bootstrap, run_t, tmp_path, 1, **eos)
+        second, second_log = start(streamcal_run, bootstrap, run_t, tmp_path, 1, **eos,
+                                   kafka_client=kafka_client)
         procs.append(second)
         wait_until(lambda: shared(first_log, second_log), 90, "the two to share the units",
                    interval=0.1)  # fmt: skip

@@ -19,7 +19,6 @@ processor) stays cheap.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 
@@ -75,16 +74,9 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
-@contextlib.contextmanager
 def mapped():
     """Raise kafka-python's errors inside as the port's."""
-    try:
-        yield
-    except Exception as exc:
-        out = translate(exc)
-        if out is exc:
-            raise
-        raise out from exc
+    return port.mapped(translate)
 
 
 def has_codec(name: str) -> bool:

@@ -27,7 +27,6 @@ cheap (and possible without the extra).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 
@@ -133,16 +132,9 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
-@contextlib.contextmanager
 def mapped():
     """Raise confluent-kafka's errors inside as the port's."""
-    try:
-        yield
-    except Exception as exc:
-        out = translate(exc)
-        if out is exc:
-            raise
-        raise out from exc
+    return port.mapped(translate)
 
 
 def _ctp(tp, offset: int | None = None):

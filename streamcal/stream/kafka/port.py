@@ -27,6 +27,7 @@ and admin must offer is spelled out by the adapter's classes; the values are:
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "TopicExists",
     "TopicPartition",
     "Unreadable",
+    "mapped",
 ]
 
 
@@ -109,3 +111,22 @@ class Unreadable(KafkaError):
         self.tp, self.first, self.next, self.timestamp = tp, first, next, timestamp
         self.cause, self.fix = cause, fix
         super().__init__(f"{tp}: offsets {first}..{next - 1} unreadable: {cause!r}")
+
+
+@contextlib.contextmanager
+def mapped(translate):
+    """Raise the client's errors inside as the port's: ``translate(exc)`` gives the port's
+    error for a client's one (``exc`` itself for any other, which is raised as it is).
+
+    >>> with mapped(lambda exc: KafkaTimeout("no answer") if exc.args == ("t",) else exc):
+    ...     raise OSError("t")
+    Traceback (most recent call last):
+    streamcal.stream.kafka.port.KafkaTimeout: no answer
+    """
+    try:
+        yield
+    except Exception as exc:
+        out = translate(exc)
+        if out is exc:
+            raise
+        raise out from exc
