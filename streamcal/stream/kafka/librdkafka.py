@@ -210,7 +210,8 @@ class Consumer:
                 recs = out.get(last)
                 if recs is None:
                     recs = out[last] = []
-            recs.append(new(port.Record, (key[0], key[1], m.offset(), m.timestamp()[1],
+            kind, ts = m.timestamp()  # kind 0: the record has none
+            recs.append(new(port.Record, (key[0], key[1], m.offset(), ts if kind else -1,
                                           m.key(), m.value(), m.headers() or ())))  # fmt: skip
         pos, sought = self._pos, self._sought
         for tp, rs in out.items():

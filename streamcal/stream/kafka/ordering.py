@@ -227,7 +227,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class OrderedMerge:
-    """Release the records of ``partitions`` (kafka-python TopicPartitions) in merge order.
+    """Release the records of ``partitions`` (``port.TopicPartition``s) in merge order.
 
     ``ranks[topic]`` breaks ties between topics with equal timestamps (events before
     labels). Call ``next(timeout)`` repeatedly: it returns ``(rank, record)`` or None
