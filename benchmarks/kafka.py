@@ -193,6 +193,12 @@ class MemoryConsumer:
     def partitions_for_topic(self, topic):
         return {tp.partition for tp in self.data if tp.topic == topic}
 
+    @staticmethod
+    def partition(topic, partition):
+        from kafka import TopicPartition
+
+        return TopicPartition(topic, partition)
+
     def poll(self, timeout_ms=0, max_records=2000):
         for tp, recs in self.data.items():
             p = self.pos[tp]
@@ -220,7 +226,7 @@ class MemoryConsumer:
     def commit(self, offsets):
         pass
 
-    def close(self, autocommit=False):
+    def close(self):
         pass
 
 

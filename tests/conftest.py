@@ -69,6 +69,15 @@ def kafka_broker():
         yield broker.bootstrap_servers
 
 
+@pytest.fixture(params=["kafka-python", "librdkafka"])
+def kafka_client(request):
+    """Each Kafka client of the processor (``--kafka-client``), for the tests of the Kafka
+    edge: the promises hold with both adapters."""
+    if request.param == "librdkafka":
+        pytest.importorskip("confluent_kafka")
+    return request.param
+
+
 @pytest.fixture
 def unique_topics():
     """Fresh names: events, labels, predictions, dead_letters, metrics, and group."""

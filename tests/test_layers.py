@@ -20,7 +20,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "streamcal"
 LAYERS = ("core", "learner", "monitoring", "stream", "demo", "cli")
 # Third-party packages a layer must not import, with the layers below which they are
 # forbidden: core is numbers only; Kafka starts at the stream processor.
-THIRD_PARTY = {"river": "learner", "kafka": "stream"}
+THIRD_PARTY = {"river": "learner", "kafka": "stream", "confluent_kafka": "stream"}
+# Kafka clients are imported by their adapters only, behind the port (stream/kafka/port.py):
+# client package -> the one module that may import it.
+ADAPTERS = {
+    "kafka": "streamcal.stream.kafka.kafka_python",
+    "confluent_kafka": "streamcal.stream.kafka.librdkafka",
+}
+KAFKA_CLIENTS = ("kafka", "confluent_kafka")
 
 
 def module_name(path: Path) -> str:
@@ -73,6 +80,35 @@ def violations(path: Path, source: str | None = None) -> list[str]:
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def client_violations(path: Path, source: str | None = None) -> list[str]:
+    """Imports of a Kafka client outside ``streamcal/stream/kafka/``, or there outside the
+    client's adapter module."""
+    module = module_name(path)
+    source = path.read_text() if source is None else source
+    bad, seen = [], set()
+    for line, name in imports(source, module, path.name == "__init__.py"):
+        top = name.split(".")[0]
+        if top in KAFKA_CLIENTS and module != ADAPTERS.get(top) and line not in seen:
+            seen.add(line)  # once per statement (``from kafka.x import y`` is read twice)
+            bad.append(f"{module}:{line} imports {name} (only its adapter in stream/kafka may)")
+    return bad
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_adapters_in_stream_kafka_import_a_kafka_client(path):
+    assert client_violations(path) == []
+
+
+def test_the_client_rule_catches_lazy_imports_anywhere_but_the_adapter():
+    source = "def f():\n    from kafka.errors import KafkaError\n    import confluent_kafka\n"
+    for where in (PACKAGE / "stream" / "processor.py", PACKAGE / "stream" / "kafka" / "sink.py",
+                  PACKAGE / "demo" / "run.py"):  # fmt: skip
+        found = client_violations(where, source)
+        assert [v.split(" ")[2] for v in found] == ["kafka.errors", "confluent_kafka"]
+    adapter = client_violations(PACKAGE / "stream" / "kafka" / "kafka_python.py", source)
+    assert [v.split(" ")[2] for v in adapter] == ["confluent_kafka"]
 
 
 def test_every_layer_is_a_folder_and_every_folder_a_layer():

@@ -148,10 +148,9 @@ def _main(args) -> int:
             raise KeyboardInterrupt
         stop.set()
 
-    from kafka.errors import KafkaError
-
     from streamcal.stream.kafka.group import GroupError
     from streamcal.stream.kafka.ordering import LostInput, UnreadableBatch
+    from streamcal.stream.kafka.port import KafkaError
     from streamcal.stream.kafka.preflight import SetupError
     from streamcal.stream.kafka.sink import Fenced
 

@@ -346,8 +346,8 @@ class LocalBroker:
 
     def _wait_ready(self) -> None:
         """Wait until a Kafka client gets metadata through the public port."""
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaError
+        from streamcal.stream.kafka import clients
+        from streamcal.stream.kafka.port import KafkaError
 
         self._wait_tcp(self.host, self.port)
         kwargs: dict = {"bootstrap_servers": self.bootstrap_servers, "request_timeout_ms": 5000}
@@ -362,7 +362,7 @@ class LocalBroker:
         while time.monotonic() < deadline:
             self._check_alive()
             try:
-                consumer = KafkaConsumer(**kwargs)
+                consumer = clients.consumer(kwargs)
                 try:
                     consumer.topics()
                     return

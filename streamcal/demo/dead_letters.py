@@ -10,12 +10,13 @@ __all__ = ["read_dead_letters"]
 def read_dead_letters(client_settings: dict, topic: str, n: int, timeout: float = 10.0):
     """The first ``n`` dead-letter records of ``topic`` (decoded JSON), oldest first."""
     import orjson
-    from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(**client_settings, enable_auto_commit=False)
+    from streamcal.stream.kafka import clients
+
+    consumer = clients.consumer(client_settings)
     try:
         parts = consumer.partitions_for_topic(topic) or ()
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        tps = [consumer.partition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         found: list = []

@@ -134,7 +134,7 @@ def first_label_from(records: list[ReplayRecord], event: int) -> int | None:
 
 
 def replay(producer, records: list[ReplayRecord], topics: dict, progress=None) -> None:
-    """Send ``records`` with ``producer`` (a ``kafka.KafkaProducer`` taking bytes) to
+    """Send ``records`` with ``producer`` (``clients.producer``'s, taking bytes) to
     ``topics["events"]`` / ``topics["labels"]``, keeping their timestamps; then flush.
     ``progress(k)`` is called after every 500 records."""
     for k, rec in enumerate(records, 1):
@@ -152,19 +152,19 @@ def ensure_topics(client_settings: dict, names, partitions: int = 1) -> list[str
     Brokers that auto-create topics would do it anyway, but with their own partition count
     (tansu: 4); creating them first makes the demo the same on every broker.
     """
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+    from streamcal.stream.kafka import clients
+    from streamcal.stream.kafka.port import TopicExists
 
-    admin = KafkaAdminClient(**client_settings)
+    admin = clients.admin(client_settings)
     try:
         existing = set(admin.list_topics())
         wanted = [t for t in dict.fromkeys(names) if t and t not in existing]
         made = []
         for topic in wanted:
             try:
-                admin.create_topics([NewTopic(topic, partitions, 1)])
+                admin.create_topic(topic, partitions, 1)
                 made.append(topic)
-            except TopicAlreadyExistsError:  # created meanwhile by someone else
+            except TopicExists:  # created meanwhile by someone else
                 pass
         return made
     finally:

@@ -126,13 +126,13 @@ def _config(opts, bootstrap: str, topics: dict, state_dir, metrics_path, metrics
 
 
 def _wait_for_broker(settings: dict, timeout: float) -> None:
-    from kafka import KafkaConsumer
-    from kafka.errors import KafkaError
+    from streamcal.stream.kafka import clients
+    from streamcal.stream.kafka.port import KafkaError
 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            KafkaConsumer(**settings, request_timeout_ms=5000).close()
+            clients.consumer(settings, request_timeout_ms=5000).close()
             return
         except KafkaError as exc:
             if time.monotonic() >= deadline:
@@ -147,8 +147,6 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
     import tempfile
     from pathlib import Path
 
-    from kafka import KafkaProducer
-
     from streamcal.demo.datasets import change_event
     from streamcal.demo.replay import (
         demo_records,
@@ -157,6 +155,7 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
         replay,
         replay_counts,
     )
+    from streamcal.stream.kafka import clients
 
     topics = _topics(opts, own_broker)
     out_dir = None if opts.produce_only else Path(opts.out)
@@ -191,7 +190,7 @@ def _demo(opts: DemoOptions, bootstrap: str, own_broker: bool) -> dict | None:
             _wait_for_broker(client, opts.wait_for_broker)
         ensure_topics(client, topics.values(), partitions=opts.partitions)
         t0 = time.monotonic()
-        producer = KafkaProducer(**client, linger_ms=20, acks="all")
+        producer = clients.producer({**client, "linger_ms": 20, "acks": "all"})
         try:
             replay(producer, records, topics)
         finally:

@@ -35,8 +35,10 @@ from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
+from streamcal.stream.kafka.kafka_python import quiet_false_alarms
+from streamcal.stream.kafka.port import TopicPartition
 from streamcal.stream.kafka.preflight import check_broker
-from streamcal.stream.kafka.sink import TransactionAborted, quiet_false_alarms
+from streamcal.stream.kafka.sink import TransactionAborted
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.models import find_model
 from streamcal.stream.state.errors import CheckpointError
@@ -125,8 +127,6 @@ class Processor:
     def _local_offsets(self, units) -> dict:
         """TopicPartition -> next offset (None: nothing read) of the input partitions of
         ``units``, from the units' states (for ``ExactlyOnce.resume``)."""
-        from kafka import TopicPartition
-
         cfg = self.config
         if cfg.scope == "global":
             tps = self._inputs.partitions()

@@ -109,6 +109,7 @@ def _same_outputs(bootstrap: str, ref: dict, got: dict, n: int, note: str) -> No
 
 
 def _settings(bootstrap: str, topics: dict, tmp_path, name: str, **extra) -> dict:
+    """Exactly-once settings of run ``name`` (``kafka_client`` in ``extra``: its client)."""
     return base_settings(bootstrap, topics, processing_guarantee=EOS, metrics_every=500,
                          label_wait=5.0, state_dir=tmp_path / f"{name}-state",
                          metrics_file=tmp_path / f"{name}-metrics.jsonl", global_lock=False,
@@ -116,15 +117,18 @@ def _settings(bootstrap: str, topics: dict, tmp_path, name: str, **extra) -> dic
 
 
 def _killed_and_uninterrupted(streamcal_run, bootstrap: str, t: dict, tmp_path, n: int,
-                              kills: int, **extra) -> tuple:  # fmt: skip
+                              kills: int, kafka_client=None, **extra) -> tuple:  # fmt: skip
     """An uninterrupted run over the input topics of ``t`` and one killed -9 ``kills``
-    times, each to outputs of its own, with ``extra`` settings; checks that their outputs
+    times (with ``kafka_client``, if given: the reference is kafka-python's), each to
+    outputs of its own, with ``extra`` settings; checks that their outputs
     are the same, each exactly once. Returns the killed run's topics, both final metric
     lines and the note naming the kill moments' seed."""
     ref_t, crash_t = _outputs(t, "ref"), _outputs(t, "crash")
     ref = _settings(bootstrap, ref_t, tmp_path, "ref", **extra)
     done = streamcal_run.run(ref, "--max-idle-s", "1.5", timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+    if kafka_client is not None:
+        extra = {**extra, "kafka_client": kafka_client}
     crash = _settings(bootstrap, crash_t, tmp_path, "crash", **extra)
     metrics = tmp_path / "crash-metrics.jsonl"
     with open(tmp_path / "killed-stderr.txt", "wb") as stderr:
@@ -136,7 +140,7 @@ def _killed_and_uninterrupted(streamcal_run, bootstrap: str, t: dict, tmp_path, 
 
 
 def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """The issue's acceptance: 12,000 events with their labels interleaved and bad records
     mixed in, killed with kill -9 four times at random moments and restarted: a
@@ -149,8 +153,9 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     events, labels = _with_bad_records(n, seed=30)
     _produce(bootstrap, t, events, labels)
     crash_t, final, ref_final, note = _killed_and_uninterrupted(
-        streamcal_run, bootstrap, t, tmp_path, n, kills=4, checkpoint_interval=0.5
-    )
+        streamcal_run, bootstrap, t, tmp_path, n, kills=4, kafka_client=kafka_client,
+        checkpoint_interval=0.5,
+    )  # fmt: skip
     assert final["labels"] == n and final["dead_letters"] == ref_final["dead_letters"] > 0
     assert untimed(final) == untimed(ref_final), note
     # The kills found transactions open, whose outputs a read_uncommitted reader sees.
@@ -258,7 +263,7 @@ def test_a_crash_between_the_kafka_commit_and_the_local_one(
 
 
 def test_a_zombie_is_fenced_once_its_successor_starts(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """Instance A holds everything it produced in an open transaction (an hour's checkpoint
     interval) when instance B of the same group starts: B's producer fences A's and aborts
@@ -275,14 +280,16 @@ def test_a_zombie_is_fenced_once_its_successor_starts(
     _produce(bootstrap, t, *early)
     ref_t, run_t = _outputs(t, "ref"), _outputs(t, "run")
 
-    zombie = _settings(bootstrap, run_t, tmp_path, "a", checkpoint_interval=3600)
+    zombie = _settings(bootstrap, run_t, tmp_path, "a", checkpoint_interval=3600,
+                       kafka_client=kafka_client)
     with open(tmp_path / "a-stderr.txt", "wb") as err:
         a = streamcal_run.popen(zombie, stderr=err)
     first = sum(1 for key, _, _ in early[0] if key.startswith("e"))  # not the bad ones
     wait_until(lambda: len(read_topic(bootstrap, run_t["predictions"])) >= first, 60,
                "A's first predictions (uncommitted)")  # fmt: skip
     assert _committed(bootstrap, run_t["predictions"]) == []
-    successor = _settings(bootstrap, run_t, tmp_path, "b", checkpoint_interval=0.5)
+    successor = _settings(bootstrap, run_t, tmp_path, "b", checkpoint_interval=0.5,
+                          kafka_client=kafka_client)
     with open(tmp_path / "b-stderr.txt", "wb") as err:
         b = streamcal_run.popen(successor, stderr=err)
     wait_until(lambda: len(_committed(bootstrap, run_t["predictions"])) >= first, 60,
@@ -369,7 +376,7 @@ def test_aborted_upstream_input_is_never_processed_and_an_open_one_holds_nothing
 
 
 def test_units_handed_over_gracefully_keep_every_output_exactly_once(
-    noida_broker, unique_topics, tmp_path, streamcal_run
+    noida_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     """--scope partition on noida-db (a member killed with kill -9 is never expired there,
     so only graceful hand-overs): a second instance joins mid-stream and takes units over
@@ -403,13 +410,15 @@ def test_units_handed_over_gracefully_keep_every_output_exactly_once(
     produce(bootstrap, as_records(t, thirds[0]))
     procs = []
     try:
-        first, first_log = start(streamcal_run, bootstrap, run_t, tmp_path, 0, **eos)
+        first, first_log = start(streamcal_run, bootstrap, run_t, tmp_path, 0, **eos,
+                                 kafka_client=kafka_client)  # the reference: kafka-python
         procs.append(first)
         wait_until(lambda: held_units(first_log) == set(range(P)), 60, "the first instance",
                    interval=0.1)  # fmt: skip
         wait_until(lambda: len(_committed(bootstrap, run_t["predictions"])) > 0, 60,
                    "the first predictions")  # fmt: skip
-        second, second_log = start(streamcal_run, bootstrap, run_t, tmp_path, 1, **eos)
+        second, second_log = start(streamcal_run, bootstrap, run_t, tmp_path, 1, **eos,
+                                   kafka_client=kafka_client)
         procs.append(second)
         wait_until(lambda: shared(first_log, second_log), 90, "the two to share the units",
                    interval=0.1)  # fmt: skip

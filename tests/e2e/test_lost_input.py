@@ -65,7 +65,7 @@ def _read(bootstrap: str, topics: dict) -> set:
 
 
 def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what_it_holds(
-    unique_topics, streamcal_run, tmp_path
+    unique_topics, streamcal_run, tmp_path, kafka_client
 ):
     """tansu is restarted (its logs empty) under a running `streamcal run`: it stops with
     exit status 4 and one line naming a partition, its position and what the log holds.
@@ -81,7 +81,8 @@ def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what
         produce_stream(bootstrap, t, events[:20], labels[:20])
         metrics = tmp_path / "metrics.jsonl"
         settings = base_settings(bootstrap, t, state_dir=tmp_path / "state", metrics_file=metrics,
-                                 checkpoint_interval=0.2, metrics_every=5)  # fmt: skip
+                                 checkpoint_interval=0.2, metrics_every=5,
+                                 kafka_client=kafka_client)  # fmt: skip
         with open(tmp_path / "stderr.txt", "wb") as stderr:  # a pipe could fill and block
             proc = streamcal_run.popen(settings, stderr=stderr)
         wait_until(lambda: len(_now_in(bootstrap, t["predictions"])) >= 20, 60,

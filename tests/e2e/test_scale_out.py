@@ -223,7 +223,7 @@ def test_an_instance_joining_mid_stream_takes_units_over(
 
 
 def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
-    kafka_broker, unique_topics, tmp_path, streamcal_run
+    kafka_broker, unique_topics, tmp_path, streamcal_run, kafka_client
 ):
     n = 3000
     events, labels = stream(n, seed=21)
@@ -250,7 +250,8 @@ def test_kill_9_with_lost_state_dir_restores_from_the_state_topic(
             dirs.append(tmp_path / f"state-{i}")
             logs.append(tmp_path / f"log-{i}.txt")
             s = settings(kafka_broker, run, state_dir=dirs[i], instance_id=f"i{i}",
-                         metrics_file=tmp_path / f"metrics-{i}.jsonl")  # fmt: skip
+                         metrics_file=tmp_path / f"metrics-{i}.jsonl",
+                         kafka_client=kafka_client)  # fmt: skip
             with open(logs[i], "w") as err:
                 procs.append(streamcal_run.popen(s, "--log-level", "INFO", "--log-format",
                                                  "json", stderr=err,

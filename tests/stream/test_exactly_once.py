@@ -14,7 +14,7 @@ from kafka.errors import KafkaTimeoutError, ProducerFencedError
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
-from streamcal.stream.kafka import clients, sink
+from streamcal.stream.kafka import clients, kafka_python, sink
 from streamcal.stream.kafka.ordering import OrderedMerge
 from streamcal.stream.state.units import SNAPSHOT, UnitStates
 from tests._fakes import TP, Record
@@ -60,7 +60,7 @@ class FakeProducer:
     def begin_transaction(self):
         self._call("begin")
 
-    def send(self, topic, key=None, value=None, partition=None):
+    def send(self, topic, key=None, value=None, partition=None, timestamp_ms=None):
         self._call("send", topic, value)
         self.futures.append(FakeFuture())
         return self.futures[-1]
@@ -85,7 +85,8 @@ class FakeProducer:
 @pytest.fixture
 def producers(monkeypatch):
     FakeProducer.made = []
-    monkeypatch.setattr(sink, "make_producer", lambda settings: FakeProducer(**settings))
+    # kafka-python's producer, behind the adapter (whose errors are the port's)
+    monkeypatch.setattr(kafka_python, "_new_producer", lambda settings: FakeProducer(**settings))
     monkeypatch.setattr(sink.time, "sleep", lambda s: None)
     return FakeProducer.made
 
@@ -267,7 +268,7 @@ class ReadCommitted:
         self.data = {self.ev: [Record("ev", 0, i, 10 + i, None, b"") for i in range(3)],
                      self.lab: [Record("lab", 0, 0, 5, None, b"")]}  # fmt: skip
         self.pos = dict.fromkeys(self.data, 0)
-        self.stable: dict = {}  # filled by fetches, as clients.last_stable_offsets does
+        self.stable: dict = {}  # filled by fetches, as kafka_python.last_stable_offsets does
 
     def poll(self, timeout_ms=0, max_records=2000):
         out = {tp: recs[self.pos[tp] :] for tp, recs in self.data.items() if recs[self.pos[tp] :]}
@@ -300,7 +301,7 @@ def test_a_partition_held_by_an_open_upstream_transaction_holds_nothing_back(com
 def test_last_stable_offsets_come_from_the_fetch_responses():
     parsed = []
     fetcher = SimpleNamespace(_parse_fetched_data=lambda fetch: parsed.append(fetch) or "recs")
-    stable = clients.last_stable_offsets(SimpleNamespace(_fetcher=fetcher))
+    stable = kafka_python.last_stable_offsets(SimpleNamespace(_fetcher=fetcher))
 
     def fetch(tp, lso, error=0):
         data = SimpleNamespace(last_stable_offset=lso, error_code=error)
@@ -312,7 +313,7 @@ def test_last_stable_offsets_come_from_the_fetch_responses():
     assert stable == {TP("ev", 0): 7} and len(parsed) == 3
     # other internals: None, so that the merge takes the highwater (an empty dict would
     # leave every partition's end unknown: never caught up)
-    assert clients.last_stable_offsets(SimpleNamespace()) is None
+    assert kafka_python.last_stable_offsets(SimpleNamespace()) is None
 
 
 def test_the_guarantee_is_checked_and_names_its_producer():

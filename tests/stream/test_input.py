@@ -155,7 +155,10 @@ def test_dead_letters_stay_small_whatever_the_record(size):
 def test_unreadable_batch_message_says_where_why_and_what_to_do(cause, fix):
     from kafka.errors import UnsupportedCodecError
 
-    msg = str(UnreadableBatch("events", 2, 40, 49, UnsupportedCodecError(cause)))
+    from streamcal.stream.kafka.kafka_python import fix as fix_of
+
+    error = UnsupportedCodecError(cause)
+    msg = str(UnreadableBatch("events", 2, 40, 49, error, fix_of(error)))
     assert "topic 'events' partition 2 offset 40 (batch offsets 40..49)" in msg
     assert cause in msg and fix in msg and "--skip-unreadable" in msg
 

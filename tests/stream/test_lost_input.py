@@ -11,6 +11,7 @@ import pytest
 from kafka.errors import LogTruncationError, OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
+from streamcal.stream.kafka.kafka_python import Consumer
 from streamcal.stream.kafka.ordering import LostInput, OrderedMerge, RejectedRecord
 from streamcal.stream.messages import BadInput, Fields, decode_event
 from tests._fakes import TP, Record, release_all
@@ -71,10 +72,13 @@ class LogConsumer:
 
 
 def merge_at(consumer: LogConsumer, positions: dict, **options) -> OrderedMerge:
-    """A merge over both partitions, each at ``positions`` (the processor's offsets)."""
+    """A merge over both partitions, each at ``positions`` (the processor's offsets),
+    reading ``consumer`` through the kafka-python adapter (which turns kafka-python's
+    errors into the port's)."""
     for tp, offset in positions.items():
         consumer.seek(tp, offset)
-    return OrderedMerge(consumer, [EV, LAB], {"ev": 0, "lab": 1}, max_wait=60.0, **options)
+    ranks = {"ev": 0, "lab": 1}
+    return OrderedMerge(Consumer(consumer), [EV, LAB], ranks, max_wait=60.0, **options)
 
 
 @pytest.mark.parametrize("kafka", [True, False], ids=["out-of-range", "empty-fetch"])

@@ -102,9 +102,9 @@ def foreign_records(topics: dict, codec: str) -> list:
     return sorted(out, key=lambda r: r[3])
 
 
-def run_cli(bootstrap: str, topics: dict, *extra: str) -> int:
+def run_cli(bootstrap: str, topics: dict, *extra: str, client: str = "kafka-python") -> int:
     """`streamcal run` in this process (its arguments after the program name)."""
-    settings = base_settings(bootstrap, topics)
+    settings = base_settings(bootstrap, topics, kafka_client=client)
     return cli_main(streamcal_run_args(settings, "--max-idle-s", "1.0", *extra)[3:])
 
 
@@ -153,7 +153,7 @@ def shrinks(codec: str, data: bytes) -> bool:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_each_codec_from_librdkafka_gives_the_clean_predictions(
-    kafka_broker, unique_topics, clean, codec, monkeypatch
+    kafka_broker, unique_topics, clean, codec, monkeypatch, kafka_client
 ):
     topics = unique_topics
     produce_confluent(
@@ -162,7 +162,7 @@ def test_each_codec_from_librdkafka_gives_the_clean_predictions(
     if codec != "none":  # the input really is compressed with that codec
         assert batch_codecs(monkeypatch, kafka_broker, topics["events"]) == {CODEC_IDS[codec]}
     # The outputs compressed with the same codec (--compression-type).
-    assert run_cli(kafka_broker, topics, "--compression-type", codec) == 0
+    assert run_cli(kafka_broker, topics, "--compression-type", codec, client=kafka_client) == 0
 
     assert _predictions(kafka_broker, topics["predictions"]) == clean
     assert no_dead_letters(kafka_broker, topics)

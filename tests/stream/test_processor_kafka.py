@@ -25,11 +25,11 @@ def run_processor(bootstrap, topics, max_idle_s=1.5, **extra) -> dict:
     return Processor(config).run(max_idle_s=max_idle_s)
 
 
-def test_every_event_is_predicted_before_its_label(kafka_broker, unique_topics):
+def test_every_event_is_predicted_before_its_label(kafka_broker, unique_topics, kafka_client):
     n = 300
     events, labels = synthetic_stream(n, label_delay_ms=1)  # each label right after its event
     produce_stream(kafka_broker, unique_topics, events, labels)
-    final = run_processor(kafka_broker, unique_topics)
+    final = run_processor(kafka_broker, unique_topics, kafka_client=kafka_client)
 
     preds = read_topic(kafka_broker, unique_topics["predictions"], min_count=n)
     assert len(preds) == n
@@ -103,7 +103,7 @@ BAD = [
 
 @pytest.mark.slow
 def test_bad_input_goes_to_dead_letters_and_leaves_state_untouched(
-    kafka_broker, unique_topics, tmp_path
+    kafka_broker, unique_topics, tmp_path, kafka_client
 ):
     n = 40
     events, labels = synthetic_stream(n, seed=5, label_delay_ms=5)
@@ -113,7 +113,7 @@ def test_bad_input_goes_to_dead_letters_and_leaves_state_untouched(
     bad = [(unique_topics[kind], key, raw, T0 + 103 + i) for i, (kind, key, raw, _) in
            enumerate(BAD)]  # fmt: skip
     produce(kafka_broker, sorted(good + bad, key=lambda r: r[3]))
-    final = run_processor(kafka_broker, unique_topics, label_wait=0.05)
+    final = run_processor(kafka_broker, unique_topics, label_wait=0.05, kafka_client=kafka_client)
 
     dead = json_values(read_topic(kafka_broker, unique_topics["dead_letters"], min_count=len(BAD)))
     assert len(dead) == len(BAD)

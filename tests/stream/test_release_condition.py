@@ -136,6 +136,8 @@ def test_a_partition_that_does_not_deliver_is_skipped_after_max_wait():
 def test_a_broker_that_does_not_answer_holds_the_merge_until_max_wait():
     from kafka.errors import KafkaTimeoutError
 
+    from streamcal.stream.kafka.kafka_python import Consumer
+
     ev, lab = TP("ev", 0), TP("lab", 0)
     data = {ev: [Record("ev", 0, 0, 9, None, b"")], lab: []}
     consumer = LiveConsumer(data, {ev: [0], lab: []}, random.Random(3), lie=False)
@@ -144,6 +146,7 @@ def test_a_broker_that_does_not_answer_holds_the_merge_until_max_wait():
         raise KafkaTimeoutError("no answer")
 
     consumer.end_offsets = unreachable
-    merge = OrderedMerge(consumer, [ev, lab], {"ev": 0, "lab": 1}, max_wait=0.2)
+    # Through the adapter: kafka-python's timeout reaches the merge as the port's.
+    merge = OrderedMerge(Consumer(consumer), [ev, lab], {"ev": 0, "lab": 1}, max_wait=0.2)
     assert merge.next(0.05) is None
     assert merge.next(1.0)[1].timestamp == 9 and merge.stalls == 1

@@ -131,7 +131,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_only_kafka_pythons_slow_task_false_alarm_is_dropped(caplog):
-    from streamcal.stream.kafka.sink import quiet_false_alarms
+    from streamcal.stream.kafka.kafka_python import quiet_false_alarms
 
     quiet_false_alarms()
     quiet_false_alarms()  # idempotent: one filter

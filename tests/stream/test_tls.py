@@ -91,7 +91,7 @@ def test_produce_and_consume_over_ssl(tls_broker, unique_topics):
     assert sorted(got) == sorted(sent)
 
 
-def test_streamcal_run_over_ssl(tls_broker, unique_topics, tmp_path):
+def test_streamcal_run_over_ssl(tls_broker, unique_topics, tmp_path, kafka_client):
     """`streamcal run --security-protocol SSL --ssl-cafile ...` processes events over TLS."""
     records = demo_records("drift", 60, seed=9, label_delay=3, missing_labels=0.1)
     counts = replay_counts(records)
@@ -105,7 +105,8 @@ def test_streamcal_run_over_ssl(tls_broker, unique_topics, tmp_path):
             "--predictions-topic", unique_topics["predictions"],
             "--dead-letter-topic", unique_topics["dead_letters"],
             "--group-id", unique_topics["group"],
-            "--metrics-file", str(metrics), "--max-idle-s", "1"]  # fmt: skip
+            "--metrics-file", str(metrics), "--max-idle-s", "1",
+            "--kafka-client", kafka_client]  # fmt: skip
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     assert main(argv) == 0
     # run in-process: the caller's signal handlers are back afterwards

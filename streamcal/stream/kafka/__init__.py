@@ -2,6 +2,13 @@
 
 Modules, one idea each:
 
+* ``port`` -- what the processor asks of a Kafka client, in streamcal's own values
+  (partitions, records, unreadable ranges) and errors.
+* ``kafka_python`` -- the adapter of the port to kafka-python: the only module that
+  imports it, and the home of every reach-in into its private parts.
+* ``librdkafka`` -- the adapter of the port to confluent-kafka (``--kafka-client
+  librdkafka``): the only module that imports it.
+* ``adapters`` -- which adapter a client is built with.
 * ``clients`` -- every Kafka client is built here (consumers, the outbox's producer
   settings, the admin client), so that their shared settings have one place.
 * ``inputs`` -- ``Inputs``: what the processor reads (its consumer, its place in the
@@ -11,6 +18,7 @@ Modules, one idea each:
 * ``ordering`` -- ``OrderedMerge``: the deterministic k-way merge of all input partitions.
 * ``sink`` -- producing outputs: the outbox, and the producer process that runs it.
 
-kafka-python itself is imported inside functions, when a processor runs, so that
-importing these modules stays cheap.
+Nothing outside the two adapters imports a Kafka client (tests/test_layers.py); the client
+itself is imported inside functions, when a processor runs, so that importing these
+modules stays cheap.
 """

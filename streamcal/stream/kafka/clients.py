@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import time
 
+from streamcal.stream.kafka.adapters import CLIENT, split
+
 __all__ = [
     "admin",
     "commit",
@@ -27,9 +29,9 @@ __all__ = [
     "heartbeat_ms",
     "input_consumer",
     "input_partitions",
-    "last_stable_offsets",
     "outbox",
     "partition_count",
+    "producer",
     "transaction_timeout_ms",
     "transactional_id",
 ]
@@ -50,21 +52,18 @@ def heartbeat_ms(session_timeout_ms: int) -> int:
 
 def consumer(settings: dict, group_id: str | None = None, session_timeout_ms: int = 10_000,
              **options):  # fmt: skip
-    """A ``KafkaConsumer`` with the client ``settings``; in group ``group_id`` if given.
-    ``options`` are kafka-python's, and win over the defaults here."""
-    from kafka import KafkaConsumer
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-
+    """A consumer of the adapter ``settings`` name (``adapters``) with the client
+    ``settings``; in group ``group_id`` if given. ``options`` (kafka-python's names) win
+    over the defaults here."""
     kw: dict = {"enable_auto_commit": False, "auto_offset_reset": "earliest"}
     if group_id is not None:
         kw.update(
             group_id=group_id,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_ms(session_timeout_ms),
-            # range: each member gets the same partition numbers of both topics (units)
-            partition_assignment_strategy=[RangePartitionAssignor],
         )
-    return KafkaConsumer(**settings, **{**kw, **options})
+    client, settings = split(settings)
+    return client.Consumer.build(**settings, **{**kw, **options})
 
 
 def input_consumer(config):
@@ -72,7 +71,7 @@ def input_consumer(config):
     with exactly-once)."""
     isolation = "read_committed" if config.exactly_once else "read_uncommitted"
     return consumer(
-        config.kafka_client_settings(),
+        settings(config),
         group_id=config.group_id,
         session_timeout_ms=config.session_timeout_ms,
         max_poll_records=config.poll_max_records,
@@ -82,71 +81,45 @@ def input_consumer(config):
     )
 
 
-def last_stable_offsets(consumer) -> dict | None:
-    """``{TopicPartition: last stable offset}``, kept up to date from ``consumer``'s fetch
-    responses (a ``read_committed`` consumer's position stops there while an upstream
-    transaction is open, below the highwater).
-
-    kafka-python keeps only the highwater of a fetch response; its last stable offset
-    (Fetch v4+) is taken here by wrapping the fetcher's parse of each response. A value
-    may be stale (from a response discarded after a seek), lower than the broker's: the
-    merge takes it only as a hint, as it takes the highwater. None if kafka-python's
-    internals differ from 2.2-3.0's: the merge then takes the highwater, and a partition
-    held by an open upstream transaction waits ``--merge-wait`` (counted in
-    ``merge_stalls``)."""
-    stable: dict = {}
-    fetcher = getattr(consumer, "_fetcher", None)
-    parse = getattr(fetcher, "_parse_fetched_data", None)
-    if parse is None:
-        log.warning("kafka-python %s: the last stable offsets of fetches are not available; "
-                    "an open upstream transaction will count as a merge stall",
-                    _kafka_version())  # fmt: skip
-        return None
-
-    def parse_and_keep(completed_fetch):
-        data = completed_fetch.partition_data
-        lso = getattr(data, "last_stable_offset", -1)
-        if lso is not None and lso >= 0 and getattr(data, "error_code", 0) == 0:
-            stable[completed_fetch.topic_partition] = lso
-        return parse(completed_fetch)
-
-    fetcher._parse_fetched_data = parse_and_keep
-    return stable
-
-
-def _kafka_version() -> str:
-    import kafka
-
-    return getattr(kafka, "__version__", "?")
-
-
 def admin(settings: dict):
-    """A ``KafkaAdminClient`` with the client ``settings`` (close it after use)."""
-    from kafka.admin import KafkaAdminClient
+    """An admin client with the client ``settings`` (close it after use)."""
+    client, settings = split(settings)
+    return client.Admin(settings)
 
-    return KafkaAdminClient(**settings)
+
+def producer(settings: dict):
+    """A producer (``send``, ``flush``, ``close``) with the client ``settings`` and
+    producer options (kafka-python's names)."""
+    client, settings = split(settings)
+    return client.Producer(settings)
+
+
+def settings(config) -> dict:
+    """The client settings of ``config``, naming its client (``--kafka-client``)."""
+    return {**config.kafka_client_settings(), CLIENT: config.kafka_client}
 
 
 def outbox(config, instance: str | None = None):
     """The processor's producer (``streamcal.stream.kafka.sink``): idempotent, in a child
-    process unless ``config.producer_process`` is off; with exactly-once, transactional
+    process unless ``config.producer_process`` is off or the client is librdkafka; with
+    exactly-once, transactional
     (``transactional_id(config, instance)``)."""
     from streamcal.stream.kafka import sink
 
-    settings = {
-        **config.kafka_client_settings(),
+    out = {
+        **settings(config),
         "enable_idempotence": True,
         "linger_ms": config.linger_ms,
         "batch_size": 256 * 1024,
         **config.producer_settings(),
     }
+    # librdkafka's producer works in its own threads, outside the GIL: no child process
+    child = config.producer_process and config.kafka_client == "kafka-python"
     if config.exactly_once:
-        settings["transactional_id"] = transactional_id(config, instance)
-        settings["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
-        if config.producer_process:
-            return sink.TransactionalProcess(settings)
-        return sink.TransactionalOutbox(settings)
-    return sink.ProducerProcess(settings) if config.producer_process else sink.Outbox(settings)
+        out["transactional_id"] = transactional_id(config, instance)
+        out["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
+        return sink.TransactionalProcess(out) if child else sink.TransactionalOutbox(out)
+    return sink.ProducerProcess(out) if child else sink.Outbox(out)
 
 
 def transactional_id(config, instance: str | None = None) -> str:
@@ -195,12 +168,11 @@ def partition_count(consumer, topic: str, timeout: float = 30.0) -> int:
 
 def input_partitions(consumer, topics, timeout: float = 30.0) -> list:
     """Every ``TopicPartition`` of ``topics``, in order (waits for the metadata)."""
-    from kafka import TopicPartition
-
     out = []
     for topic in topics:
         partition_count(consumer, topic, timeout)
-        out.extend(TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic)))
+        parts = sorted(consumer.partitions_for_topic(topic))
+        out.extend(consumer.partition(topic, p) for p in parts)
     return out
 
 
@@ -208,11 +180,9 @@ def commit(committer, offsets: dict[tuple[str, int], int]) -> None:
     """Commit ``{(topic, partition): next offset}`` through ``committer`` (a consumer, or
     the global lock); a failure is logged, never raised (the offsets are for lag
     monitoring only: the checkpoints are what a restart resumes from)."""
-    from streamcal.stream.kafka.sink import offset_commits  # the transactions' too
-
     if not offsets or committer is None:
         return
     try:
-        committer.commit(offset_commits(offsets))
+        committer.commit(offsets)
     except Exception as exc:  # noqa: BLE001 - lag monitoring only: never fatal
         log.warning("offset commit failed: %r", exc)

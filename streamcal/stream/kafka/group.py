@@ -5,7 +5,7 @@ events and labels topics (``subscribe``), and the group coordinator spreads the
 partitions over them. The range assignor gives every member the same partition numbers
 of both topics when they have the same partition count, so each member holds whole
 units (partition p of the events with partition p of the labels). ``GroupMembership``
-turns kafka-python's rebalance callbacks into a call of the processor's ``release`` (the
+turns the client's rebalance callbacks into a call of the processor's ``release`` (the
 units revoked: stop, flush, checkpoint, let go, before the callback returns) and a list
 of new units that the processor's loop adopts (restore and seek; outside the callback,
 which blocks the heartbeats), and counts generations so that records polled across a
@@ -23,6 +23,7 @@ import time
 
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.clients import partition_count
+from streamcal.stream.kafka.port import NoPosition
 
 __all__ = ["GroupError", "GroupMembership", "GlobalLock", "check_copartitioned"]
 
@@ -52,8 +53,6 @@ class GroupMembership:
     """
 
     def __init__(self, consumer, events: str, labels: str, release):
-        from kafka import ConsumerRebalanceListener
-
         self.consumer = consumer
         self.events, self.labels = events, labels
         self._release = release
@@ -64,16 +63,6 @@ class GroupMembership:
         # False from a revocation to the next assignment: nothing may be read meanwhile
         # (kafka-python still reports the revoked partitions as assigned).
         self.settled = False
-        membership = self
-
-        class _Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                membership._revoked(revoked)
-
-            def on_partitions_assigned(self, assigned):
-                membership._assigned(assigned)
-
-        self.listener = _Listener()
 
     def _revoked(self, revoked) -> None:
         self.generation += 1
@@ -117,15 +106,14 @@ class GroupMembership:
 
     def partitions(self) -> list:
         """The TopicPartitions of the assigned units (both topics), once settled."""
-        from kafka import TopicPartition
-
         if not self.settled:
             return []
         units = sorted(self.units)
-        return [TopicPartition(t, p) for t in (self.events, self.labels) for p in units]
+        part = self.consumer.partition
+        return [part(t, p) for t in (self.events, self.labels) for p in units]
 
     def subscribe(self) -> None:
-        self.consumer.subscribe([self.events, self.labels], listener=self.listener)
+        self.consumer.subscribe([self.events, self.labels], self._revoked, self._assigned)
 
 
 def polled(consumer, timeout_ms: int, max_records: int) -> dict:
@@ -133,11 +121,9 @@ def polled(consumer, timeout_ms: int, max_records: int) -> dict:
     position until the processor seeks them to their units' offsets (the input consumer
     resets no offset on its own, ``streamcal.stream.kafka.clients``), so kafka-python's
     complaint about them is no error here."""
-    from kafka.errors import NoOffsetForPartitionError
-
     try:
         return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-    except NoOffsetForPartitionError:
+    except NoPosition:
         return {}
 
 
@@ -204,21 +190,11 @@ class GlobalLock:
         self._kept_at = 0.0
 
     def acquire(self, timeout: float = 120.0) -> None:
-        from kafka import ConsumerRebalanceListener
-
         consumer = self.consumer
-
-        class _Paused(ConsumerRebalanceListener):
-            # The lock only holds the partitions: it never fetches their records (nor
-            # fails on one it cannot read: the processor's own consumer reports those).
-            def on_partitions_revoked(self, revoked):
-                pass
-
-            def on_partitions_assigned(self, assigned):
-                consumer.pause(*assigned)
-
         n = partition_count(consumer, self.topic)
-        consumer.subscribe([self.topic], listener=_Paused())
+        # The lock only holds the partitions: it never fetches their records (nor fails
+        # on one it cannot read: the processor's own consumer reports those).
+        consumer.subscribe([self.topic], lambda revoked: None, lambda got: consumer.pause(*got))
         deadline = time.monotonic() + timeout
         while not consumer.assignment():
             if time.monotonic() > deadline:
@@ -245,6 +221,6 @@ class GlobalLock:
 
     def close(self) -> None:
         try:
-            self.consumer.close(autocommit=False)
+            self.consumer.close()
         except Exception:  # noqa: BLE001
             pass

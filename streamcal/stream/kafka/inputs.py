@@ -53,7 +53,7 @@ class Inputs:
         own consumer of the events topic; ``GroupError`` if another one is in it)."""
         cfg = self.config
         self.lock = GlobalLock(
-            cfg.kafka_client_settings(),
+            clients.settings(cfg),
             group_id=cfg.group_id,
             topic=cfg.events_topic,
             session_timeout_ms=cfg.session_timeout_ms,
@@ -67,7 +67,7 @@ class Inputs:
         cfg = self.config
         self.consumer = consumer
         if cfg.exactly_once:
-            self.stable = clients.last_stable_offsets(consumer)
+            self.stable = consumer.last_stable_offsets()
         topics = (cfg.events_topic, cfg.labels_topic)
         if cfg.scope == "global":
             tps = clients.input_partitions(self.consumer, topics)
@@ -162,9 +162,7 @@ class Inputs:
         fields): with ``--scope partition`` the member and its generation, which fence a
         member that lost its units (KIP-447); with ``--scope global`` the group alone (the
         transactional id fences a second instance)."""
-        meta = self.consumer.group_metadata()
-        fields = ("group_id", "generation_id", "member_id", "group_instance_id")
-        return {k: getattr(meta, k) for k in fields}
+        return self.consumer.group_metadata()
 
     def committed(self, tps, timeout: float = 120.0) -> dict:
         """``{(topic, partition): offset}`` committed to the group for ``tps`` (those with
@@ -188,7 +186,7 @@ class Inputs:
             self.membership.detach()
         try:
             if self.consumer is not None:
-                self.consumer.close(autocommit=False)
+                self.consumer.close()
         except Exception:  # noqa: BLE001
             pass
         if self.lock is not None:

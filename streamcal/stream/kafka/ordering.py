@@ -65,8 +65,8 @@ restarted without its data (its log starts again at 0), an unclean leader electi
 new leader's log is shorter), a topic deleted and recreated, retention deleting records
 before they were read. Kafka answers a fetch at such a position with
 ``OFFSET_OUT_OF_RANGE`` (the input consumer has ``auto_offset_reset="none"``, so
-kafka-python raises it instead of silently moving to the earliest offset), a truncation
-found by the leader-epoch check raises ``LogTruncationError``, and some brokers (tansu)
+the client raises it instead of silently moving to the earliest offset), a truncation
+found by the leader-epoch check raises ``LogTruncated``, and some brokers (tansu)
 answer with no records and a high watermark below the position, which is checked for
 every empty partition after each poll. The log's start and end are then asked
 (``_input_lost``); by default ``LostInput`` is raised (topic, partition, position, what
@@ -123,10 +123,9 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from kafka.errors import KafkaError, LogTruncationError, OffsetOutOfRangeError
-
 from streamcal.stream.config import LOST_INPUT_POLICIES
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter_key
+from streamcal.stream.kafka.port import KafkaError, LogTruncated, OffsetOutOfRange, Unreadable
 from streamcal.stream.messages import Rejected
 
 __all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch"]
@@ -150,12 +149,13 @@ class RejectedRecord(NamedTuple):
 class UnreadableBatch(RuntimeError):
     """A record batch the consumer cannot read; the message says where, why and what to do."""
 
-    def __init__(self, topic: str, partition: int, first: int, last: int, cause: BaseException):
+    def __init__(self, topic: str, partition: int, first: int, last: int, cause: BaseException,
+                 fix: str):  # fmt: skip
         self.topic, self.partition, self.first, self.last = topic, partition, first, last
         self.cause = cause
         super().__init__(
             f"cannot read the record batch at topic {topic!r} partition {partition} offset "
-            f"{first} (batch offsets {first}..{last}): {_describe(cause)}. {_fix(cause)}; "
+            f"{first} (batch offsets {first}..{last}): {_describe(cause)}. {fix}; "
             "or run with --skip-unreadable to dead-letter this batch and go on (its records "
             "are lost to the model). No checkpoint is written after this: a restart resumes "
             "from the last one."
@@ -226,56 +226,8 @@ def _describe(exc: BaseException) -> str:
     return text if text.startswith(name) else f"{name}: {text}"
 
 
-_CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
-
-
-def _fix(cause: BaseException) -> str:
-    text = str(cause)
-    for codec, package in _CODEC_PACKAGES.items():
-        if f"for {codec} compression codec not found" in text:
-            return (
-                f"To fix: install the {codec} codec, `pip install {package}` (a dependency "
-                "of streamcal-va: reinstalling streamcal-va brings it back)"
-            )
-    if "Unrecognized compression type" in text:
-        return (
-            "To fix: the producer used a codec kafka-python does not know; have it produce "
-            "with none, gzip, snappy, lz4 or zstd"
-        )
-    if "crc" in text.lower():
-        return (
-            "To fix: the batch is corrupt (its checksum does not match); re-produce the "
-            "records from the source"
-        )
-    return "To fix: re-produce the records with a standard Kafka client and codec"
-
-
-def _locate(exc: BaseException):
-    """(TopicPartition, base offset, next offset, first timestamp) of the record batch
-    whose reading raised ``exc``, or None if ``exc`` did not come from reading a batch.
-
-    kafka-python names neither the partition nor the offsets in these errors (and its
-    consumer is left spinning on the failed partition until it is seeked elsewhere); the
-    frame of the fetcher's batch loop, still on the traceback, holds both."""
-    tb = exc.__traceback__
-    found = None
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "_unpack_records":
-            local = frame.f_locals
-            batch, parts = local.get("batch"), local.get("self")
-            tp = getattr(parts, "topic_partition", None)
-            if batch is not None and tp is not None:
-                base = batch.base_offset
-                nxt = getattr(batch, "next_offset", base + 1)  # legacy: one wrapper offset
-                ts = getattr(batch, "first_timestamp", getattr(batch, "timestamp", -1))
-                found = (tp, base, nxt, ts if ts is not None else -1)
-        tb = tb.tb_next
-    return found
-
-
 class OrderedMerge:
-    """Release the records of ``partitions`` (kafka-python TopicPartitions) in merge order.
+    """Release the records of ``partitions`` (``port.TopicPartition``s) in merge order.
 
     ``ranks[topic]`` breaks ties between topics with equal timestamps (events before
     labels). Call ``next(timeout)`` repeatedly: it returns ``(rank, record)`` or None
@@ -374,25 +326,24 @@ class OrderedMerge:
     def _fetch(self, timeout: float) -> dict:
         try:
             return self.consumer.poll(timeout_ms=int(timeout * 1000), max_records=self.poll_records)
-        except OffsetOutOfRangeError as error:
+        except OffsetOutOfRange as error:
             out: dict = {}
-            for tp, position in error.args[0].items():
+            for tp, position in error.positions.items():
                 out.update(self._input_lost(tp, position))
             return out
-        except LogTruncationError as error:
+        except LogTruncated as error:
             out = {}
-            for tp, at in error.divergent_offsets.items():
-                truncated_at = None if at is None else at.offset
-                out.update(self._input_lost(tp, self.consumer.position(tp), truncated_at))
+            for tp, at in error.truncated_at.items():
+                out.update(self._input_lost(tp, self.consumer.position(tp), at))
             return out
-        except Exception as error:
-            where = _locate(error)
-            if where is None:
-                raise
-            exc = error
-        tp, base, nxt, ts = where
-        first = max(base, self.consumer.position(tp))
-        err = UnreadableBatch(tp.topic, tp.partition, first, nxt - 1, exc)
+        except Unreadable as error:
+            return self._unreadable(error)
+
+    def _unreadable(self, error: Unreadable) -> dict:
+        """Raise ``UnreadableBatch``, or with ``skip_unreadable`` seek past the batch and
+        return the ``RejectedRecord`` that stands for it."""
+        tp, first, nxt, exc = error.tp, error.first, error.next, error.cause
+        err = UnreadableBatch(tp.topic, tp.partition, first, nxt - 1, exc, error.fix)
         if not self.skip_unreadable:
             raise err from exc
         reason = (
@@ -404,7 +355,7 @@ class OrderedMerge:
         self.consumer.seek(tp, nxt)
         self._count(self.skipped, tp, nxt - first)
         value = Rejected(reason, skipped=(first, nxt - 1))
-        return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, ts, None, value)]}
+        return {tp: [RejectedRecord(tp.topic, tp.partition, nxt - 1, error.timestamp, None, value)]}
 
     def _count(self, counts: dict, tp, n: int) -> None:
         unit = self._unit[tp]

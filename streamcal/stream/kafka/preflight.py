@@ -170,9 +170,9 @@ class _Probe:
             )
         if mechanism not in _CREDENTIALS:
             return  # OAUTHBEARER, GSSAPI: their exchanges are left to the clients
-        from kafka.net.sasl import get_sasl_mechanism
+        from streamcal.stream.kafka.kafka_python import sasl_exchange
 
-        exchange = get_sasl_mechanism(mechanism)(**s)
+        exchange = sasl_exchange(mechanism, s)
         failed = (
             f"SASL authentication as {s.get('sasl_plain_username')!r} with {mechanism} at "
             f"{self.where} failed"

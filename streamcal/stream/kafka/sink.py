@@ -39,6 +39,9 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from streamcal.stream.kafka import kafka_python
+from streamcal.stream.kafka.adapters import split
+from streamcal.stream.kafka.port import KafkaError, ProducerFenced
 from streamcal.stream.logformat import configure, format_of
 
 __all__ = [
@@ -48,7 +51,6 @@ __all__ = [
     "TransactionAborted",
     "TransactionalOutbox",
     "TransactionalProcess",
-    "offset_commits",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,10 +61,10 @@ _PIPE_SIZE = 1 << 20  # bytes buffered in the pipe to the child (64 KiB by defau
 
 
 def make_producer(settings: dict):
-    """A kafka-python producer with ``settings`` (client settings plus producer options)."""
-    from kafka import KafkaProducer
-
-    return KafkaProducer(**settings)
+    """The port's producer with ``settings`` (client settings plus producer options), of
+    the adapter they name (``adapters``)."""
+    client, settings = split(settings)
+    return client.Producer(settings)
 
 
 class TransactionAborted(RuntimeError):
@@ -89,20 +91,19 @@ class Outbox:
     def __init__(self, settings: dict):
         self._settings = settings
         self._producer = make_producer(settings)
-        self._sent: list = []  # (topic, key, value, partition, future or None)
+        self._sent: list = []  # (topic, key, value, partition, delivery handle or None)
         self.failed = False  # set by a failed send (in the I/O thread): flush soon
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, partition=None) -> None:
         """Send a record (``partition``: None lets the producer choose by key)."""
+        sent = True
         try:
-            fut = self._producer.send(topic, key=key, value=value, partition=partition)
+            fut = self._producer.send(topic, key, value, partition, self._on_error)
         except Exception as exc:  # a producer in a fatal state refuses new sends
             log.warning("send to %s failed (%r); recreating the producer", topic, exc)
-            fut = None
-        else:
-            fut.add_errback(self._on_error)
+            fut, sent = None, False
         self._sent.append((topic, key, value, partition, fut))
-        if fut is None or len(self._sent) >= _FLUSH_EVERY:
+        if not sent or len(self._sent) >= _FLUSH_EVERY:
             self.flush()
 
     def _on_error(self, exc) -> None:
@@ -112,14 +113,12 @@ class Outbox:
     def flush(self, attempts: int = 10) -> None:
         """Wait until every output sent so far is acknowledged; recreate the producer and
         re-send what failed. Raises ``RuntimeError`` if outputs still cannot be delivered."""
-        from kafka.errors import KafkaError
-
         for attempt in range(attempts):
             try:
                 self._producer.flush(timeout=30)
             except KafkaError as exc:
                 log.warning("producer flush failed: %r", exc)
-            failed = [o for o in self._sent if o[4] is None or not o[4].is_done or o[4].failed()]
+            failed = self._producer.undelivered(self._sent)
             if not failed:
                 self._sent.clear()
                 self.failed = False
@@ -142,8 +141,7 @@ class Outbox:
                 continue
             self._sent = []
             for t, k, v, p, _ in failed:
-                fut = self._producer.send(t, key=k, value=v, partition=p)
-                fut.add_errback(self._on_error)
+                fut = self._producer.send(t, k, v, p, self._on_error)
                 self._sent.append((t, k, v, p, fut))
         raise RuntimeError("outputs could not be delivered; stopping without a checkpoint")
 
@@ -185,7 +183,6 @@ class TransactionalOutbox:
 
     def _start(self):
         producer = make_producer(self._settings)
-        _never_bump(producer)
         try:
             producer.init_transactions()
         except BaseException:
@@ -200,11 +197,9 @@ class TransactionalOutbox:
             if not self.open:
                 self._producer.begin_transaction()
                 self.open = True
-            fut = self._producer.send(topic, key=key, value=value, partition=partition)
+            self._producer.send(topic, key, value, partition, self._errback)
         except Exception as exc:  # noqa: BLE001 - a producer in an error state: doomed
             self._doom(exc)
-            return
-        fut.add_errback(self._errback)
 
     def _doom(self, exc, generation: int | None = None) -> None:
         # May run in the producer's I/O thread: only keep the first error, and only for the
@@ -225,8 +220,6 @@ class TransactionalOutbox:
 
     def flush(self) -> None:
         """Wait until what was sent reached the broker (the transaction stays open)."""
-        from kafka.errors import KafkaError
-
         try:
             self._producer.flush(timeout=30)
         except KafkaError as exc:
@@ -245,7 +238,7 @@ class TransactionalOutbox:
                 self._producer.begin_transaction()
                 self.open = True
             if offsets:
-                self._producer.send_offsets_to_transaction(offset_commits(offsets), _group(group))
+                self._producer.send_offsets_to_transaction(offsets, group)
             self._producer.commit_transaction()
         except Exception as exc:  # noqa: BLE001 - aborted, or fenced: see _abort_after
             self._abort_after(exc)
@@ -293,8 +286,6 @@ class TransactionalOutbox:
             self._replace()
 
     def _replace(self, attempts: int = 10) -> None:
-        from kafka.errors import KafkaError
-
         try:
             self._producer.close(timeout=0)
         except Exception:  # noqa: BLE001 - the old producer is beyond use anyway
@@ -321,44 +312,10 @@ class TransactionalOutbox:
         self._producer.close(timeout=timeout)
 
 
-def _never_bump(producer) -> None:
-    """Make ``producer`` (transactional) take its epoch from ``init_transactions`` only.
-
-    kafka-python 2.3+ recovers a produce refused for a stale epoch (or an unknown producer
-    id, an out-of-order sequence) by bumping the epoch itself (KIP-360), and when the
-    broker refuses the bump, by asking for a new producer id: either makes a fenced
-    producer fence its successor back. Apache Kafka refuses a bump from a stale epoch
-    (PRODUCER_FENCED: fatal), but noida-db 0.2.3 grants it (measured: a zombie at epoch 0
-    got epoch 2 over its successor's 1, whose next produce then failed). Without the bump
-    those errors are fatal for a transactional producer (kafka-python's rule for brokers
-    before 2.5): the commit raises ``Fenced`` and the processor stops; a restart starts a
-    producer afresh. No-op if kafka-python has no such recovery."""
-    manager = getattr(producer, "_transaction_manager", None)
-    if manager is not None and hasattr(manager, "_supports_epoch_bump"):
-        manager._supports_epoch_bump = lambda: False
-
-
 def _fenced(exc) -> bool:
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    if isinstance(exc, type):
-        return issubclass(exc, ProducerFencedError | InvalidProducerEpochError)
-    return isinstance(exc, ProducerFencedError | InvalidProducerEpochError)
-
-
-def offset_commits(offsets: dict[tuple[str, int], int]) -> dict:
-    """``{(topic, partition): next offset}`` as kafka-python commits it: in a transaction
-    (``send_offsets_to_transaction``), or a consumer's ``commit`` (``clients.commit``)."""
-    from kafka import TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-
-
-def _group(group: dict | None):
-    from kafka.structs import ConsumerGroupMetadata
-
-    return ConsumerGroupMetadata(**(group or {}))
+    """Whether ``exc`` (the port's, or the client's from a failed send) says this producer
+    was fenced."""
+    return isinstance(kafka_python.translate(exc), ProducerFenced)
 
 
 class ProducerProcess:
@@ -528,7 +485,7 @@ def _child() -> None:
             reply(_transact(outbox, msg))
         elif msg[0] == "start":
             configure(msg[2], msg[3], process="producer")
-            quiet_false_alarms()
+            kafka_python.quiet_false_alarms()
             try:
                 kind = TransactionalOutbox if msg[1].get("transactional_id") else Outbox
                 outbox = kind(msg[1])
@@ -541,22 +498,6 @@ def _child() -> None:
             outbox.close(msg[1])
             reply(status)
             return
-
-
-def quiet_false_alarms() -> None:
-    """Drop kafka-python's "Task ... is blocking the event loop" warnings (idempotent).
-
-    It times its I/O tasks by the wall clock, so a task that waited for the GIL or for a
-    CPU (the processor, its producer process and the broker share the machine) is reported
-    as blocking: a false alarm for us, seen about once a second under load.
-    """
-    selector = logging.getLogger("kafka.net.selector")
-    if _not_slow_task not in selector.filters:
-        selector.addFilter(_not_slow_task)
-
-
-def _not_slow_task(record: logging.LogRecord) -> bool:
-    return "blocking the event loop" not in record.getMessage()
 
 
 def _try_flush(outbox: Outbox) -> str:

@@ -58,6 +58,7 @@ import zlib
 import orjson
 
 from streamcal.stream.kafka import clients
+from streamcal.stream.kafka.port import TopicExists, TopicPartition
 from streamcal.stream.state.checkpoint import seal, unseal
 from streamcal.stream.state.errors import CheckpointError
 
@@ -130,14 +131,11 @@ class StateTopic:
     def create(self, partitions: int = 1) -> None:
         """Create the topic unless it exists (on Apache Kafka, better created beforehand
         with cleanup.policy=compact: see docs/deploy.md); learn its partitions."""
-        from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
         admin = clients.admin(self.settings)
         try:
             if self.topic not in admin.list_topics():
-                admin.create_topics([NewTopic(self.topic, partitions, 1)])
-        except TopicAlreadyExistsError:
+                admin.create_topic(self.topic, partitions, 1)
+        except TopicExists:
             pass
         finally:
             admin.close()
@@ -245,8 +243,6 @@ class StateTopic:
         return {u: plans for u, plans in found.items() if plans}
 
     def _read_plans(self, units: list, timeout: float) -> dict:
-        from kafka import TopicPartition
-
         if not units:
             return {}
         consumer = clients.consumer(self.settings, **self._reading)
@@ -383,8 +379,6 @@ class StateTopic:
 
     def _apply(self, plan: Plan, store) -> None:
         """Read the plan's delta records (in write order, one partition) and apply them."""
-        from kafka import TopicPartition
-
         wanted = {}  # offset -> (delta index, part)
         for i, (_, _, parts) in enumerate(plan.deltas):
             for k, (_, offset) in enumerate(parts):
@@ -443,8 +437,7 @@ def _bounds(consumer, tp, deadline: float, read_committed: bool = False) -> tupl
     a writer's transaction is open), which ListOffsets answers."""
     consumer.assign([tp])
     begin = consumer.beginning_offsets([tp]).get(tp, 0)
-    consumer.seek_to_end(tp)
-    approx = consumer.position(tp)
+    approx = consumer.last_position(tp)
     if approx <= begin or read_committed:
         return begin, max(begin, approx)
     consumer.seek(tp, approx - 1)

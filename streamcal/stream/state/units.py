@@ -33,6 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
+from streamcal.stream.kafka import clients
 from streamcal.stream.state import marker
 from streamcal.stream.state.checkpoint import CheckpointStore, seal, unseal
 from streamcal.stream.state.errors import CheckpointError, DamagedStore
@@ -75,7 +76,7 @@ class UnitStates:
 
         cfg = self.config
         self.topic = StateTopic(
-            cfg.kafka_client_settings(),
+            clients.settings(cfg),
             topic=cfg.state_topic,
             group=cfg.group_id,
             key=self.key,

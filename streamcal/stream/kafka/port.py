@@ -1,0 +1,132 @@
+"""The port: what the stream processor asks of a Kafka client, in streamcal's own values.
+
+Everything above ``streamcal.stream.kafka`` speaks these values; only an adapter module
+(``kafka_python``, the default client) imports a client library, and it translates the
+client's errors into the ones below where they cross the port, the way httpx's
+``map_exceptions`` translates its transports' errors. What a client's consumer, producer
+and admin must offer is spelled out by the adapter's classes; the values are:
+
+* ``TopicPartition`` -- a partition of a topic, a plain ``(topic, partition)`` tuple (the
+  adapter's own partitions compare and hash equal to it);
+* ``Record`` -- a consumed record: topic, partition, offset, timestamp (ms), key, value,
+  headers. An adapter may hand over its client's records when they have these attributes
+  (kafka-python's do), so that no record is copied on the way in;
+* ``Unreadable`` -- an offset range of a partition that the client could not read (a
+  corrupt batch, a codec it lacks), raised by a poll;
+* ``OffsetOutOfRange`` and ``LogTruncated`` -- a position the broker's log no longer
+  holds, raised by a poll (``streamcal.stream.kafka.ordering``: lost input);
+* ``KafkaError`` and its kinds -- whatever else went wrong in the client.
+
+>>> tp = TopicPartition("events", 3)
+>>> tp == ("events", 3), tp.topic, tp.partition
+(True, 'events', 3)
+>>> r = Record("events", 3, 41, 1_700_000_000_000, b"k", b"{}")
+>>> r.offset, r.headers
+(41, ())
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+__all__ = [
+    "KafkaError",
+    "KafkaTimeout",
+    "LogTruncated",
+    "NoPosition",
+    "OffsetOutOfRange",
+    "ProducerFenced",
+    "Record",
+    "TopicExists",
+    "TopicPartition",
+    "Unreadable",
+    "mapped",
+]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class Record(NamedTuple):
+    """A consumed record (``timestamp`` in ms since the epoch, -1 for none)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()
+
+
+class KafkaError(RuntimeError):
+    """Something went wrong in the Kafka client (its own error is the ``__cause__``)."""
+
+
+class KafkaTimeout(KafkaError):
+    """The client gave up waiting for the broker."""
+
+
+class TopicExists(KafkaError):
+    """A topic to be created exists already."""
+
+
+class NoPosition(KafkaError):
+    """A partition assigned by the group has no position yet (the processor seeks it)."""
+
+
+class ProducerFenced(KafkaError):
+    """A transactional producer was fenced by a successor with its transactional id (or
+    its epoch is stale): it can do nothing more."""
+
+
+class OffsetOutOfRange(KafkaError):
+    """The broker's log no longer holds these positions: ``positions`` is
+    ``{TopicPartition: position}``."""
+
+    def __init__(self, positions: dict):
+        self.positions = positions
+        super().__init__(f"offsets out of range: {positions}")
+
+
+class LogTruncated(KafkaError):
+    """The leader's log was truncated below these positions: ``truncated_at`` is
+    ``{TopicPartition: offset where it diverged, or None if unknown}``."""
+
+    def __init__(self, truncated_at: dict):
+        self.truncated_at = truncated_at
+        super().__init__(f"log truncated: {truncated_at}")
+
+
+class Unreadable(KafkaError):
+    """The batch of ``tp`` holding offsets ``first``..``next - 1`` cannot be read
+    (``timestamp``: its first record's, -1 if unknown; ``cause``: the client's error,
+    ``fix``: what to do about it, one sentence)."""
+
+    def __init__(self, tp, first: int, next: int, timestamp: int, cause: BaseException,
+                 fix: str):  # fmt: skip
+        self.tp, self.first, self.next, self.timestamp = tp, first, next, timestamp
+        self.cause, self.fix = cause, fix
+        super().__init__(f"{tp}: offsets {first}..{next - 1} unreadable: {cause!r}")
+
+
+@contextlib.contextmanager
+def mapped(translate):
+    """Raise the client's errors inside as the port's: ``translate(exc)`` gives the port's
+    error for a client's one (``exc`` itself for any other, which is raised as it is).
+
+    >>> with mapped(lambda exc: KafkaTimeout("no answer") if exc.args == ("t",) else exc):
+    ...     raise OSError("t")
+    Traceback (most recent call last):
+    streamcal.stream.kafka.port.KafkaTimeout: no answer
+    """
+    try:
+        yield
+    except Exception as exc:
+        out = translate(exc)
+        if out is exc:
+            raise
+        raise out from exc
