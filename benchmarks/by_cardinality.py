@@ -27,7 +27,9 @@ from streamcal.learner import CategoryChurnWarning, VennAbersClassifier
 
 def pipeline():
     return (
-        compose.Discard("user_id") | preprocessing.StandardScaler() | linear_model.LogisticRegression()
+        compose.Discard("user_id")
+        | preprocessing.StandardScaler()
+        | linear_model.LogisticRegression()
     )
 
 

@@ -205,7 +205,8 @@ class MondrianVennAbers(Guarded):
         self.waiting: list = []  # (position, features, label): left calibration, not learned
         self.pooled = self._pooled_from(()) if fallback == "pooled" else None
         # cold: fewer pairs than answer on their own (without a fallback, as by default)
-        self.churn = CategoryChurn(min_category or min(DEFAULT_MIN_CATEGORY, window or 1 << 62))
+        cold = min(DEFAULT_MIN_CATEGORY, window) if window else DEFAULT_MIN_CATEGORY
+        self.churn = CategoryChurn(min_category or cold)
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
         self._order = FeatureOrder()  # for categories without a state yet
         self.guard = ModelGuard(model)  # one for the shared model, whichever mode
@@ -340,18 +341,18 @@ class MondrianVennAbers(Guarded):
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
         label = self._model_label
         items = [(pos, xo, label(yo)) for pos, xo, yo in self.waiting]
-        learn_guarded(self, items, lambda: self._rescore_all(waiting=False))
+        learn_guarded(self, items, self._rescore_all)
         self.n_learned += len(self.waiting)
         self.waiting = []
         self._size = None  # every category was cut: recomputed when read
 
-    def _rescore_all(self, waiting: bool = True) -> None:
-        """Rescore every category with the model as it is (and the pooled store, with the
-        waiting objects unless they are being learned)."""
+    def _rescore_all(self) -> None:
+        """Rescore every category with the model as it is (and the pooled store, without
+        the waiting objects: the model is learning them)."""
         for st in self.categories.values():
             st.rescore()
         if self.pooled is not None:
-            self._rebuild_pool(waiting)
+            self._rebuild_pool(waiting=False)
 
     # ------------------------------------------------------------------ the pooled set
     def _cold_score(self, x):
