@@ -44,6 +44,7 @@ _PUBLIC = {
     "VennAbersInterval": "streamcal.learner",
     "VennAbersMultiClassifier": "streamcal.learner",
     "MulticlassPrediction": "streamcal.learner",
+    "OutcomeDependentDelayWarning": "streamcal.learner",
     "Unlearned": "streamcal.learner",
     "UnlearnedWarning": "streamcal.learner",
     # --- monitoring ---
@@ -78,6 +79,7 @@ __all__ = [
     "VennAbersInterval",
     "VennAbersMultiClassifier",
     "MulticlassPrediction",
+    "OutcomeDependentDelayWarning",
     "Unlearned",
     "UnlearnedWarning",
     # monitoring

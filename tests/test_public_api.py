@@ -43,3 +43,17 @@ def test_cheap_imports(modules, heavy):
     code = f"import sys, {modules}; print(sorted(m for m in {heavy!r} if sys.modules.get(m)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"]])
+def test_the_command_lines_help_imports_neither_numba_nor_river(args):
+    # -X importtime names every module the process imported (on stderr), including those
+    # a lazy name would pull in: the help must not compile the store or load river.
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "streamcal", *args],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert "usage:" in out.stdout
+    modules = [line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()
+               if line.startswith("import time:")]  # fmt: skip
+    assert "streamcal.cli" in modules  # the log is read right
+    heavy = [m for m in modules if m.split(".")[0] in ("numba", "river")]
+    assert heavy == []

@@ -132,7 +132,7 @@ def _main(args) -> int:
         raise UsageError(str(exc)) from None
 
     from streamcal.stream.processor import Processor
-    from streamcal.stream.state.kv import StoreError
+    from streamcal.stream.state.errors import DamagedStore, StoreError
 
     try:
         processor = Processor(config)
@@ -158,8 +158,8 @@ def _main(args) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
-    except (GroupError, CheckpointError, SetupError) as exc:  # refused: another instance,
-        raise UsageError(str(exc)) from None  # the topics, the TLS or SASL set-up
+    except (GroupError, CheckpointError, SetupError, DamagedStore) as exc:  # refused: another
+        raise UsageError(str(exc)) from None  # instance, the topics, TLS/SASL, a cut store
     except UnreadableBatch as exc:  # its message says where, why and what to do
         print(f"streamcal run: error: {exc}", file=sys.stderr)
         return 3

@@ -78,7 +78,8 @@ def not_finite(v) -> str | None:
     if type(v) is float:
         return None if v - v == 0.0 else f"is not finite: {v!r}"
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real):
-        return None
+        # pandas' missing value (without importing pandas): float() of it raises TypeError
+        return "is missing: pd.NA" if type(v).__name__ == "NAType" else None
     try:
         f = float(v)
     except OverflowError:
@@ -103,6 +104,24 @@ def suspect(x: dict) -> tuple:
             if a > size:
                 best, size = (k, v), a
     return best
+
+
+def suspect_kind(x: dict) -> str | None:
+    """What in ``x`` a numeric model most likely raised ``TypeError`` on, as a phrase: the
+    first value that is not a number (a string left in the features), else the first
+    feature name that is not a string (river's models expect string names); None if
+    neither.
+
+    >>> suspect_kind({"x1": 0.3, "country": "fr"}), suspect_kind({0: 1.5}), suspect_kind({"a": 1})
+    ("its feature 'country' = 'fr' is not a number", 'its feature name 0 is not a string', None)
+    """
+    for k, v in x.items():
+        if not isinstance(v, Real):
+            return f"its feature {short_repr(k)} = {short_repr(v)} is not a number"
+    for k in x:
+        if not isinstance(k, str):
+            return f"its feature name {short_repr(k)} is not a string"
+    return None
 
 
 def check_label(label) -> int:

@@ -7,20 +7,21 @@ learned anything: at a first label that is not binary (a string, 7, ...), at a
 mini-batch whose labels are not all binary, or when the wrapped model already predicts
 other classes. It then answers through a ``VennAbersMultiClassifier`` with the same
 settings (one-vs-rest scheme). Two classes named by strings (``"spam"``/``"ham"``) take
-that path too: nothing says which of them is ``True``. What cannot be undone fails loudly:
-a third class after binary labels have been learned (integer labels 0 and 1 first, 2
-later) raises ``ValueError`` naming ``VennAbersMultiClassifier``, the class to use from
-the start; so do settings the multiclass side does not have (``protect=``, modes "sva"
-and "va", the pooled fallback) and a model that is binary only.
+that path too: nothing says which of them is ``True``. Integer classes 0..K-1 whose first
+labels are 0 and 1 turn multiclass at the first integer outside {0, 1}, keeping what was
+learned (``streamcal.learner.turn_multiclass`` says how, and why that keeps validity).
+What labels are taken is ``streamcal.learner.labels``'s rule (a missing label is refused,
+0.0/1.0 are 0/1). What cannot be done fails loudly, before anything changes: a label that
+is not an integer after binary ones, settings the multiclass side does not have
+(``protect=``, modes "sva" and "va", the pooled fallback), and a model that is binary only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from numbers import Integral, Real
+from numbers import Integral
 from types import MappingProxyType
 
-import numpy as np
 from river import base, compose
 
 from streamcal.core import SCALAR_MERGES
@@ -28,6 +29,7 @@ from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_features, check_label
 from streamcal.learner.alarm import snapshot_period
 from streamcal.learner.interval import VennAbersInterval
+from streamcal.learner.labels import is_binary, take_label, take_labels
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE, MODES
@@ -42,12 +44,11 @@ from streamcal.learner.settings import (
 )
 from streamcal.learner.settings import FIELDS as SETTINGS
 from streamcal.learner.sva import SimplifiedVennAbers
+from streamcal.learner.turn_multiclass import carry_over
 from streamcal.learner.va import VennAbers
 from streamcal.learner.wrapper import VennAbersWrapper
 
 __all__ = ["VennAbersClassifier", "MODES"]
-
-_NONE = object()  # no such label
 
 
 class VennAbersClassifier(VennAbersWrapper):
@@ -287,8 +288,8 @@ class VennAbersClassifier(VennAbersWrapper):
     @property
     def classes(self) -> list:
         """The classes seen so far, in order of first appearance (multiclass); ``[False,
-        True]`` while binary."""
-        return [False, True] if self._multi is None else list(self._multi.classes.labels)
+        True]`` while binary. A new ``list``, as ``VennAbersMultiClassifier.classes``."""
+        return [False, True] if self._multi is None else self._multi.classes
 
     @property
     def unlearned(self):
@@ -334,31 +335,27 @@ class VennAbersClassifier(VennAbersWrapper):
         return getattr(st, "n_seen", getattr(st, "version", 0)) == 0
 
     def _take_multiclass(self, labels) -> None:
-        """Turn multiclass for ``labels`` (not all binary) if nothing has been learned yet,
-        else ``ValueError``: the classifier cannot take another class once it learned
-        binary ones. Checks every label first: a refusal changes nothing."""
-        bad = next((v for v in labels if not _may_be_a_class(v)), _NONE)
-        if bad is not _NONE:
-            raise ValueError(
-                "label must be 0/1 or False/True, or a class (not None, not a float), got "
-                f"{bad!r}"
-            )
-        other = next(v for v in labels if not _is_binary(v))
-        if not self._learned_nothing():
-            raise ValueError(
-                f"label must be 0/1 or False/True, got {other!r}: this classifier has learned "
-                "binary labels and cannot take another class now; for a multiclass stream "
-                "whose first labels may be 0 and 1, use VennAbersMultiClassifier"
-            )
-        for v in labels:
-            try:
-                hash(v)
-            except TypeError:
-                raise TypeError(f"a class label must be hashable, got {v!r}") from None
-        self._switch(f"label {other!r}")
+        """Turn multiclass for ``labels`` (taken by ``take_label``, not all binary): from
+        scratch if nothing has been learned yet, else carrying the binary state over
+        (``streamcal.learner.turn_multiclass``), which only integer classes may do; else
+        ``ValueError``, changing nothing."""
+        other = next(v for v in labels if not is_binary(v))
+        learned = not self._learned_nothing()
+        if learned:
+            odd = next((v for v in labels if not is_binary(v) and not _is_integer(v)), None)
+            if odd is not None:
+                raise ValueError(
+                    f"label {odd!r} is not an integer, but this classifier has learned the "
+                    "binary labels 0/1 (False/True): integer classes 0, 1, 2... turn it "
+                    "multiclass, other classes after binary labels are refused as a likely "
+                    "mistake; for classes of other types whose first labels may be 0 and 1, "
+                    "use VennAbersMultiClassifier"
+                )
+        self._switch(f"label {other!r}", carry=learned)
 
-    def _switch(self, why: str) -> None:
-        """Answer through a multiclass classifier from now on (``why``: what showed it)."""
+    def _switch(self, why: str, carry: bool = False) -> None:
+        """Answer through a multiclass classifier from now on (``why``: what showed it);
+        ``carry``: continuing what the binary side learned."""
         from streamcal.learner.multiclassifier import VennAbersMultiClassifier
 
         head = f"{why} makes this a multiclass stream, but"
@@ -394,6 +391,12 @@ class VennAbersClassifier(VennAbersWrapper):
             max_categories=self.max_categories,
         )
         self._multi.warn_unlearned = self._warn_unlearned
+        if carry:
+            st = self._state
+            if st.guard.unlearned:  # reports of the binary side: taken before it goes
+                self._take_reports(st.guard)
+            self._multi._unlearned = self._unlearned
+            carry_over(st, self._multi)
 
     def _multiclass_model(self, x: dict) -> bool:
         """Whether, before any label, the wrapped model already predicts other classes than
@@ -518,9 +521,9 @@ class VennAbersClassifier(VennAbersWrapper):
         With ``protect``, ``p=`` may give the base p that was predicted for ``x`` (the
         stream processor keeps it); without ``protect`` it is not used.
 
-        A label that is not binary turns a classifier that has learned nothing multiclass,
-        and is refused (``ValueError``) by one that has learned binary labels. So is a
-        feature that is not finite (NaN, an infinity).
+        A label that is not binary turns the classifier multiclass (see the module
+        docstring); a missing label (None, NaN, ``pd.NA``) is refused (``ValueError``), and
+        so is a feature that is not finite (NaN, an infinity) or missing.
 
         Learning cannot leave the model broken (``streamcal.learner.guard``): an object
         whose learning leaves the model's output non-finite (a feature of 1e300, say) is
@@ -533,9 +536,13 @@ class VennAbersClassifier(VennAbersWrapper):
         try:
             y = check_label(y)
         except ValueError:
-            self._take_multiclass([y])  # turns multiclass, or raises
-            kwargs.pop("p", None)
-            return self._multi.learn_one(x, y, **kwargs)
+            y = take_label(y)  # raises for a label that is no class
+            if not is_binary(y):
+                check_features(x)  # before the switch: a refusal changes nothing
+                self._take_multiclass([y])  # turns multiclass, or raises
+                kwargs.pop("p", None)
+                return self._multi.learn_one(x, y, **kwargs)
+            y = int(y)
         check_features(x)
         prot = self._protection
         if prot is not None:
@@ -613,9 +620,10 @@ class VennAbersClassifier(VennAbersWrapper):
         """``learn_one`` of every row of the ``pandas.DataFrame`` X with its label in ``y``
         (a ``Series``, by position): the calibration set takes every row in order; the
         model learns as river's ``learn_many`` does where it has one, else row by row
-        (``streamcal.learner.minibatch``). Labels that are not all binary turn a classifier
-        that has learned nothing multiclass. Every label is checked before anything is
-        learned."""
+        (``streamcal.learner.minibatch``). Labels that are not all binary turn the
+        classifier multiclass, as in ``learn_one``. Every label and every feature is
+        checked before anything is learned: an error names the row, and leaves the
+        classifier as it was."""
         _no_keywords(kwargs)
         batch = Batch(X)
         labels = batch.labels(y)
@@ -623,7 +631,11 @@ class VennAbersClassifier(VennAbersWrapper):
             try:
                 labels = [check_label(v) for v in labels]
             except ValueError:
-                self._take_multiclass(labels)  # turns multiclass, or raises
+                labels = take_labels(labels, batch.frame.index)  # raises naming the row
+                if all(is_binary(v) for v in labels):
+                    labels = [int(v) for v in labels]
+                else:
+                    self._take_multiclass(labels)  # turns multiclass, or raises
         if self._multi is not None:
             return self._multi._learn_batch(batch, labels)
         rows = batch.rows()
@@ -724,12 +736,9 @@ def _is_binary(label) -> bool:
     return True
 
 
-def _may_be_a_class(label) -> bool:
-    """Whether ``label`` may name a class: not None, and not a float (1.0 mostly means a
-    probability passed where a label was meant, as ``check_label`` says)."""
-    if label is None:
-        return False
-    return not isinstance(label, Real) or isinstance(label, Integral | np.bool_)
+def _is_integer(label) -> bool:
+    """Whether a taken label is an integer class (not a bool)."""
+    return isinstance(label, Integral) and not isinstance(label, bool)
 
 
 def _columns(ps: list[float]) -> list[list[float]]:

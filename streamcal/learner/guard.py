@@ -1,6 +1,6 @@
 """Learning that cannot leave the model broken: a learning step that makes the model's
-output non-finite (or raises) is undone, and the objects that caused it are found,
-left unlearned and reported.
+output non-finite (or raises an arithmetic error) is undone, and the objects that caused it
+are found, left unlearned and reported.
 
 One record can break an online model for good. river's ``StandardScaler`` squares a
 feature of 1e160 (or 1e300) into an infinite variance; the output stays finite (the
@@ -38,6 +38,14 @@ magnitude). The classifiers give each as an ``UnlearnedWarning`` and keep them i
 A model that is already broken before a batch (e.g. saved so by an earlier streamcal)
 cannot be repaired: its failure is raised as before.
 
+**Programming errors are not poison.** A ``TypeError`` or ``AttributeError`` raised by the
+model's own learning or scoring (a string feature left before a numeric model, river's
+integer column names) says the pipeline does not fit the data, not that one object is
+bad: every object would fail alike, and undoing each would leave a model that never
+learns, behind thousands of warnings. It is raised at once, as bare river raises it (the
+model back as it was before the step), its message naming what it can suspect
+(``streamcal.core.validate.suspect_kind``): ``MODEL_ERRORS``, ``model_error``.
+
 >>> from river import linear_model, preprocessing
 >>> model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
 >>> guard = ModelGuard(model)
@@ -63,10 +71,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamcal.core.validate import not_finite, short_repr, suspect
+from streamcal.core.validate import not_finite, short_repr, suspect, suspect_kind
 from streamcal.learner.scoring import NonFiniteScore, OrdersFeatures, score_sorted
 
 __all__ = [
+    "MODEL_ERRORS",
     "SNAPSHOT_PERIOD",
     "Guarded",
     "ModelGuard",
@@ -76,6 +85,7 @@ __all__ = [
     "learn_and_look",
     "learn_and_score",
     "lookahead",
+    "model_error",
     "restore",
     "snapshot",
 ]
@@ -85,6 +95,24 @@ __all__ = [
 # Measured with "sva" (scaled logistic regression, 20 features): the pickle and its
 # lookahead add 1.1 µs per label every 100 labels, 0.65 µs every 250, 0.36 every 1000.
 SNAPSHOT_PERIOD = 256
+
+# What the wrapped model raises when the pipeline does not fit the data: raised, not undone
+MODEL_ERRORS = (TypeError, AttributeError)
+
+
+def model_error(exc: Exception, xs) -> Exception:
+    """A programming error ``exc`` of the wrapped model learning the objects ``xs``, of the
+    same kind, its message naming what it can suspect in them (a value that is not a
+    number, a feature name that is not a string: the first object that has one).
+
+    >>> err = model_error(TypeError("unsupported operand"), [{"x1": 0.3, "country": "fr"}])
+    >>> "'country' = 'fr' is not a number" in str(err), type(err).__name__
+    (True, 'TypeError')
+    """
+    why = next((w for w in map(suspect_kind, xs) if w is not None), None)
+    where = "" if why is None else f": {why}; drop or encode it before the model"
+    kind = TypeError if isinstance(exc, TypeError) else AttributeError
+    return kind(f"{exc} (raised by the wrapped model's learning{where})")
 
 
 class _Broken(NonFiniteScore):
@@ -177,12 +205,16 @@ def _attempt(learn, check, items) -> str | None:
     """Teach ``items`` and check the model: None, or what went wrong."""
     try:
         learn(items)
+    except MODEL_ERRORS:
+        raise
     except Exception as exc:  # noqa: BLE001 - any model error: undo and find the object
         return f"raised {exc!r}"
     try:
         return check(items)
     except NonFiniteScore as exc:
         return f"left the model's output non-finite ({exc})"
+    except MODEL_ERRORS:
+        raise
     except Exception as exc:  # noqa: BLE001 - the model learned, then could not score
         return f"left the model unable to score: {exc!r}"
 
@@ -200,7 +232,8 @@ def learn_checked(model, items: list, learn, check) -> list[tuple[object, str]]:
     set in it): after a failure the caller does them again on the final model.
     ``check`` is first run on the model as it was: if that fails too, the model was
     broken before this batch, and the batch is learned and checked as it would have been
-    without the guard (its error raised).
+    without the guard (its error raised). A programming error (``MODEL_ERRORS``) is raised
+    at once, the model restored as it was.
 
     >>> from river import linear_model
     >>> model = linear_model.LogisticRegression()
@@ -219,11 +252,15 @@ def learn_checked(model, items: list, learn, check) -> list[tuple[object, str]]:
     """
     # numpy's overflow warnings while learning poison: the report says it better
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _learn_checked(model, items, learn, check)
+        saved = snapshot(model)
+        try:
+            return _learn_checked(model, items, learn, check, saved)
+        except MODEL_ERRORS:
+            restore(model, saved)
+            raise
 
 
-def _learn_checked(model, items: list, learn, check) -> list[tuple[object, str]]:
-    saved = snapshot(model)
+def _learn_checked(model, items: list, learn, check, saved: bytes) -> list[tuple[object, str]]:
     why = _attempt(learn, check, items)
     if why is None:
         return []
@@ -301,8 +338,12 @@ class ModelGuard:
     def learn_batch(self, items: list, learn, check, current: int, taken: bool = True) -> list:
         """``learn_checked`` over ``items`` = ``(position, x, y)``: the ones left out are
         reported (``taken``: the calibration set has them), their labels counted back from
-        ``current``, the position of the last label given. Returns them."""
-        bad = learn_checked(self.model, items, learn, check)
+        ``current``, the position of the last label given. Returns them. A programming
+        error is raised naming its suspect (``model_error``), the model as it was."""
+        try:
+            bad = learn_checked(self.model, items, learn, check)
+        except MODEL_ERRORS as exc:
+            raise model_error(exc, (x for _, x, _ in items)) from exc
         for (position, x, y), why in bad:
             self.report(x, y, why, current - position, taken)
         return [item for item, _ in bad]
@@ -347,7 +388,8 @@ class ModelGuard:
         needs (``x``'s score after, ...), raising ``NonFiniteScore`` if that is not
         finite. Returns it, or None if the label was refused (reported, not taken: the
         caller keeps nothing of it).
-        Another error of the step is raised once the model is back as it was. ``x`` is
+        Another error of the step is raised once the model is back as it was (a
+        programming error naming its suspect, ``model_error``). ``x`` is
         kept until the next pickle: it must not change."""
         if self._saved is None or len(self._log) >= self.period:
             self._pickle()
@@ -356,6 +398,10 @@ class ModelGuard:
             out = step(self.model, x, y)
         except (NonFiniteScore, ArithmeticError) as exc:  # an overflow is poison too
             return self._recover(x, y, step, _failure(exc))
+        except MODEL_ERRORS as exc:
+            self.given -= 1
+            self._replay(checked=False)
+            raise model_error(exc, [x]) from exc
         except BaseException:
             self.given -= 1
             self._replay(checked=False)

@@ -9,8 +9,9 @@ classifiers follow that, with these rules:
 * **Rows.** Each row is the dict ``river.stream.iter_pandas`` would give (every column),
   so a mini-batch means what the same rows one by one mean. A value that is not finite
   is refused (``ValueError`` naming the column and the row), as ``learn_one`` refuses
-  it: pandas writes a missing value as NaN, which a model would learn as a number and
-  break on; fill or drop missing values first.
+  it: pandas writes a missing value as NaN (or ``pd.NA``), which a model would learn as
+  a number and break on; fill or drop missing values first. The whole batch is checked,
+  features and labels, before any row is learned.
 * **predict_proba_many** equals ``predict_proba_one`` on every row, on the same state.
   Where it can it scores the whole batch at once (``streamcal.learner.scoring.
   batch_scores``) and reads the calibration store in one pass (``ScoreStore.
@@ -89,25 +90,26 @@ class Batch:
         X = self.frame
         numeric = [dt.kind in "biuf" for dt in X.dtypes]
         self._matrix = None  # a column is not numeric
-        if all(numeric):
-            m = X.to_numpy(dtype=np.float64)
+        if all(numeric):  # pd.NA of a nullable column as NaN: found below, named as it is
+            m = X.to_numpy(dtype=np.float64, na_value=np.nan)
             if np.isfinite(m).all():
                 self._matrix = m  # what matrix() would compute
                 return
         for j, (name, is_number) in enumerate(zip(self.columns, numeric, strict=True)):
             column = X.iloc[:, j]
             if is_number:
-                bad = np.flatnonzero(~np.isfinite(column.to_numpy(dtype=np.float64)))
-                found = (bad[0], float(column.iloc[bad[0]])) if len(bad) else None
+                values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+                bad = np.flatnonzero(~np.isfinite(values))
+                found = (bad[0], column.iloc[bad[0]]) if len(bad) else None
             else:
-                found = next(((i, v) for i, v in enumerate(column.tolist())
+                found = next(((i, v) for i, v in enumerate(column.array)
                               if not_finite(v) is not None), None)  # fmt: skip
             if found is not None:
-                i, v = found
+                i, v = (_plain(u) for u in found)
                 raise ValueError(
                     f"feature {short_repr(name)} {not_finite(v) or 'is not finite'} (row "
-                    f"{short_repr(X.index[i])}); pandas writes a missing value as NaN: fill "
-                    "or drop missing values first"
+                    f"{short_repr(_plain(X.index[i]))}); pandas writes a missing value as NaN "
+                    "or pd.NA: fill or drop missing values first"
                 )
 
     def __len__(self) -> int:
@@ -160,6 +162,11 @@ class Batch:
     def series(self, values: list):
         """A ``Series`` of ``values``, indexed as X."""
         return _pandas().Series(values, index=self.frame.index, dtype=None if values else object)
+
+
+def _plain(v):
+    """A numpy scalar as its Python value, for messages (``6``, not ``np.int64(6)``)."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def no_keywords(kwargs: dict) -> None:

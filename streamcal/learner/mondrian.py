@@ -67,7 +67,7 @@ import numpy as np
 
 from streamcal.core import ScoreStore
 from streamcal.learner.churn import CategoryChurn
-from streamcal.learner.guard import Guarded, ModelGuard
+from streamcal.learner.guard import MODEL_ERRORS, Guarded, ModelGuard
 from streamcal.learner.minibatch import BatchRanges, learns_in_batches, pairs_row_by_row
 from streamcal.learner.pretrained import PretrainedVennAbers, learn_guarded
 from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
@@ -341,7 +341,14 @@ class MondrianVennAbers(Guarded):
         self.waiting.sort(key=lambda w: w[0])  # in stream order, as the model would online
         label = self._model_label
         items = [(pos, xo, label(yo)) for pos, xo, yo in self.waiting]
-        learn_guarded(self, items, self._rescore_all)
+        try:
+            learn_guarded(self, items, self._rescore_all)
+        except MODEL_ERRORS:  # raised, the model as it was: the cut sets' stores rebuilt by
+            self._rescore_all()  # it, the objects still waiting for a later refresh
+            if self.pooled is not None:  # still waiting: in the pooled set too
+                self._rebuild_pool()
+            self._size = None
+            raise
         self.n_learned += len(self.waiting)
         self.waiting = []
         self._size = None  # every category was cut: recomputed when read

@@ -12,6 +12,7 @@ from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
+from streamcal.learner.labels import take_label, take_labels
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE
@@ -92,8 +93,10 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     ``VennAbersClassifier``).
 
     ``VennAbersClassifier`` turns into this class by itself on a multiclass stream (its
-    ``task`` says so); use this class directly for another ``scheme``, or when the first
-    labels of a multiclass stream may be 0 and 1. A label None is refused, as in binary.
+    ``task`` says so, also after 0 and 1 came first: ``streamcal.learner.turn_multiclass``);
+    use this class directly for another ``scheme`` or the alarm. Labels follow
+    ``streamcal.learner.labels`` in both classes: a missing one (None, NaN, ``pd.NA``) is
+    refused, 0.0/1.0 are 0/1.
 
     Parameters
     ----------
@@ -203,12 +206,12 @@ class VennAbersMultiClassifier(VennAbersWrapper):
                                     max_categories=None if by is None else max_categories)
             except ValueError as exc:
                 raise ValueError(f"alarm_alpha: {exc}") from None
-        self.classes = Classes()
+        self._classes = Classes()
         self._state = self._new_state(settings.refresh_period_for("multiclass"))
 
     def _new_state(self, period: int, state: dict | None = None):
         """The mode object, refreshing every ``period`` labels (kept by it: ``refresh_every``)."""
-        common = {"scheme": self.scheme, "classes": self.classes}
+        common = {"scheme": self.scheme, "classes": self._classes}
         if self.by is None:
             if state is not None:
                 return MulticlassPretrained.from_state(state, model=self.model, **common)
@@ -229,6 +232,17 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def _multiclass(self) -> bool:
         return True
 
+    @property
+    def classes(self) -> list:
+        """The classes seen so far, in order of first appearance: a new ``list`` (as on
+        ``VennAbersClassifier``)."""
+        return list(self._classes.labels)
+
+    def __setstate__(self, state: dict) -> None:
+        if "classes" in state:  # pickled when ``classes`` was the ``Classes`` itself
+            state["_classes"] = state.pop("classes")
+        self.__dict__.update(state)
+
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict]:
         from river import naive_bayes
@@ -237,7 +251,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
 
     def _vector(self, s, stores) -> tuple[int, float, float, list[float]]:
         """(predicted index, top-label p0, p1, probability of every class)."""
-        k_all = len(self.classes)
+        k_all = len(self._classes)
         k, p0, p1 = stores.top.query(s)
         if k_all <= 1:
             return k, p0, p1, [1.0] * k_all
@@ -260,7 +274,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         check_features(x)
         s, stores = self._state.predict(x, *self._category(kwargs))
-        return dict(zip(self.classes.labels, self._vector(s, stores)[3], strict=True))
+        return dict(zip(self._classes.labels, self._vector(s, stores)[3], strict=True))
 
     def predict_one(self, x: dict, **kwargs):
         """The class of highest probability in ``predict_proba_one`` (the first seen on
@@ -271,7 +285,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
         check_features(x)
         s, stores = self._state.predict(x, *self._category(kwargs))
-        labels = self.classes.labels
+        labels = self._classes.labels
         if not labels:
             return None
         k, p0, p1, proba = self._vector(s, stores)
@@ -336,9 +350,9 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         A feature that is not finite is refused (``ValueError``); an object whose learning
         would leave the model's output non-finite is not learned (reported in
         ``unlearned`` and as an ``UnlearnedWarning``, see ``VennAbersClassifier``)."""
-        _check_class(y)
+        y = take_label(y)
         check_features(x)
-        label = self.classes.index(y)
+        label = self._classes.index(y)
         st = self._state
         st.learn(x, label, *self._category(kwargs))
         if st.guard.unlearned:
@@ -360,11 +374,11 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         _no_keywords(kwargs)
         batch = Batch(X)
         probas = self._probas(batch)
-        labels = list(self.classes.labels)
+        labels = list(self._classes.labels)
         return batch.proba_frame(labels, [[p.get(c, 0.0) for p in probas] for c in labels])
 
     def _probas(self, batch) -> list[dict]:
-        labels = self.classes.labels
+        labels = self._classes.labels
         out = []
         for x in batch.rows():
             s, stores = self._state.predict(x)
@@ -388,9 +402,8 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         self._learn_batch(batch, batch.labels(y))
 
     def _learn_batch(self, batch, labels: list) -> None:
-        for y in labels:
-            _check_class(y)
-        indices = [self.classes.index(y) for y in labels]
+        labels = take_labels(labels, batch.frame.index)
+        indices = [self._classes.index(y) for y in labels]
         st = self._state
         st.learn_many(batch.rows(), indices, batch=batch)
         if st.guard.unlearned:
@@ -412,7 +425,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
             "scheme": self.scheme,
             **self._settings_state(),
             "max_categories": self.max_categories,
-            "classes": list(self.classes.labels),
+            "classes": list(self._classes.labels),
             "refresh_period": self._state.refresh_every,
             "alarm_alpha": self.alarm_alpha,
             "alarm": None if self._alarm is None else self._alarm.to_state(),
@@ -435,7 +448,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         if state.get("alarm") is not None:
             bound = None if clf.by is None else clf.max_categories
             clf._alarm = Alarm.from_state(state["alarm"], bound)
-        clf.classes = Classes(state["classes"])
+        clf._classes = Classes(state["classes"])
         # A state saved before the multiclass default became its own has none: it ran
         # with the binary default.
         before = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every)
@@ -448,14 +461,3 @@ def _argmax(proba: dict):
     """The key of the largest value (the first on ties, as river's ``predict_one``), or
     None for an empty dict."""
     return max(proba, key=proba.get) if proba else None
-
-
-def _check_class(y) -> None:
-    """ValueError for a label None (not a class: a missing label), TypeError for an
-    unhashable one, before anything is learned."""
-    if y is None:
-        raise ValueError("label None is not a class (a missing label?); as in binary, refused")
-    try:
-        hash(y)
-    except TypeError:
-        raise TypeError(f"a class label must be hashable, got {y!r}") from None

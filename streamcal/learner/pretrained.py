@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from streamcal.learner.guard import ModelGuard, lookahead
+from streamcal.learner.guard import MODEL_ERRORS, ModelGuard, lookahead
 from streamcal.learner.minibatch import BatchRanges, learn_in_order, learns_in_batches
 from streamcal.learner.scoring import batch_scores, score_sorted
 from streamcal.learner.window import CalibrationWindow
@@ -139,7 +139,13 @@ class PretrainedVennAbers(CalibrationWindow):
         self.n_seen += 1
         surplus = len(self.calibration) - min(self.window, (self.n_seen + 1) // 2)
         if surplus > 0 and surplus >= min(self.refresh_every, max(1, self.n_learned)):
-            self._refresh(surplus)
+            try:
+                self._refresh(surplus)
+            except MODEL_ERRORS:  # the model's programming error (guard): this label too is undone
+                self.calibration.pop()
+                self.store.remove(s, y)
+                self.n_seen -= 1
+                raise
 
     def to_state(self) -> dict:
         """Plain data (the model is the classifier's to keep); see ``from_state``. The
@@ -169,11 +175,14 @@ class PretrainedVennAbers(CalibrationWindow):
     def _refresh(self, k: int) -> None:
         first = self.n_seen - len(self.calibration) + 1  # the oldest one's position
         label = self._model_label
-        items = [
-            (first + i, c[0], label(c[1]))
-            for i, c in enumerate(self.calibration.popleft() for _ in range(k))
-        ]
-        learn_guarded(self, items, self.rescore)
+        left = [self.calibration.popleft() for _ in range(k)]
+        items = [(first + i, c[0], label(c[1])) for i, c in enumerate(left)]
+        try:
+            learn_guarded(self, items, self.rescore)
+        except MODEL_ERRORS:  # raised with the model as it was: so is the calibration set
+            self.calibration.extendleft(reversed(left))
+            self.rescore()
+            raise
         self.n_learned += k
 
     def rescore(self) -> None:

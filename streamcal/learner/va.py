@@ -29,7 +29,13 @@ from collections import deque
 import numpy as np
 
 from streamcal.core import venn_abers
-from streamcal.learner.guard import Guarded, ModelGuard, learn_and_look
+from streamcal.learner.guard import (
+    MODEL_ERRORS,
+    Guarded,
+    ModelGuard,
+    learn_and_look,
+    model_error,
+)
 from streamcal.learner.linear import FeatureMatrix, check_finite, linear_parts, score_rows
 from streamcal.learner.minibatch import learns_in_batches, pairs_row_by_row
 from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
@@ -89,7 +95,10 @@ class VennAbers(Guarded):
         p = []
         for y in (0, 1):
             m = pickle.loads(model_bytes)
-            m.learn_one(x, bool(y))
+            try:
+                m.learn_one(x, bool(y))
+            except MODEL_ERRORS as exc:  # a copy: nothing to undo
+                raise model_error(exc, [x]) from exc
             if self.matrix is not None:
                 columns, X = self.matrix.with_row(x)
                 scores = check_finite(score_rows(linear_parts(m), columns, X))

@@ -340,7 +340,7 @@ class MulticlassTask(BinaryTask):
         return PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category)
 
     def refuse(self, clf, pred: PendingMulticlass, y, eid: str) -> str | None:
-        classes = clf.classes
+        classes = clf._classes  # the classifier's own (``classes`` is a copy)
         if y not in classes._index and len(classes) >= self.config.max_classes:
             return (
                 f"label {y!r} of {eid!r} would be class number {len(classes) + 1}, "

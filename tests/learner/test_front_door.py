@@ -1,6 +1,7 @@
-"""One front door: VennAbersClassifier on binary and multiclass streams, predict_one as the
-argmax of predict_proba_one, and what a user cannot get wrong silently (a misspelt by, a
-None label, a third class after binary labels)."""
+"""One front door: VennAbersClassifier on binary and multiclass streams (integer classes
+whose first labels are 0 and 1 too), predict_one as the argmax of predict_proba_one, and
+what a user cannot get wrong silently (a misspelt by, a missing label, a string class
+after binary labels)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pickle
 import random
 import warnings
 
+import numpy as np
+import pandas as pd
 import pytest
 from river import datasets, linear_model, naive_bayes, preprocessing, tree
 
@@ -38,7 +41,7 @@ def test_a_multiclass_stream_goes_through_the_multiclass_machinery():
             assert front.predict_one(x) == multi.predict_one(x)
         front.learn_one(x, y)
         multi.learn_one(x, y)
-    assert front.task == "multiclass" and front.classes == multi.classes.labels
+    assert front.task == "multiclass" and front.classes == multi.classes
     assert front.predict_interval_one(x) == multi.predict_interval_one(x)
     assert front.calibration_size == multi.calibration_size
     assert front.alarm is False and front.log_martingale is None
@@ -68,14 +71,15 @@ def test_two_string_classes_take_the_multiclass_path():
     assert abs(sum(proba.values()) - 1.0) < 1e-12
 
 
-@pytest.mark.parametrize("third", [2, "2"])
-def test_a_third_class_after_binary_labels_fails_loudly_and_changes_nothing(third):
+def test_a_string_class_after_binary_labels_fails_loudly_and_changes_nothing():
+    """An integer class after 0 and 1 turns the classifier multiclass (below); a string
+    one is refused as a likely mistake (2 and "2" mixed), changing nothing."""
     clf = VennAbersClassifier(naive_bayes.GaussianNB(), window=20)
     for x, y in segments(60):
         clf.learn_one(x, int(y == "sky"))  # 0 and 1 first
     before = pickle.dumps(clf)
-    with pytest.raises(ValueError, match="cannot take another class.*VennAbersMultiClassifier"):
-        clf.learn_one(x, third)
+    with pytest.raises(ValueError, match="'2' is not an integer.*VennAbersMultiClassifier"):
+        clf.learn_one(x, "2")
     assert pickle.dumps(clf) == before
 
 
@@ -96,12 +100,48 @@ def test_what_the_multiclass_side_lacks_is_refused_at_the_first_label(kwargs, mo
     assert pickle.dumps(clf) == before and clf.task == "binary"
 
 
-@pytest.mark.parametrize("label", [None, 0.5, 1.0, float("nan")])
-def test_none_and_float_labels_are_refused_before_anything_is_learned(label):
-    clf = VennAbersClassifier(naive_bayes.GaussianNB())
-    with pytest.raises(ValueError, match="label must be 0/1 or False/True"):
-        clf.learn_one({"a": 1.0}, label)
-    assert clf.task == "binary" and clf.calibration_size == 0
+@pytest.mark.parametrize(
+    ("label", "match"),
+    [(None, "None is missing"), (0.5, "0.5 is a float"), (float("nan"), "nan is missing"),
+     (np.float32("nan"), "nan is missing"), (pd.NA, "<NA> is missing"), (2.0, "2.0 is a float")],
+)  # fmt: skip
+def test_missing_and_float_labels_are_refused_before_anything_is_learned(label, match):
+    for clf in (VennAbersClassifier(naive_bayes.GaussianNB()),
+                VennAbersMultiClassifier(naive_bayes.GaussianNB())):  # fmt: skip
+        with pytest.raises(ValueError, match=f"label {match}"):
+            clf.learn_one({"a": 1.0}, label)
+        assert clf.calibration_size == 0 and clf.classes in ([], [False, True])
+
+
+def test_nan_labels_never_become_classes():
+    """NaN != NaN: taken as classes, three NaN labels made three classes."""
+    clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=5)
+    clf.learn_one({"a": 1.0}, "x")
+    for _ in range(3):
+        with pytest.raises(ValueError, match="missing"):
+            clf.learn_one({"a": 1.0}, float("nan"))
+    X = pd.DataFrame({"a": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="label nan is missing.*row 1"):
+        clf.learn_many(X, pd.Series(["x", None, "y"]))  # pandas makes None NaN in a float row
+    assert clf.classes == ["x"] and clf.calibration_size == 1
+
+
+@pytest.mark.parametrize("zero, one", [(0.0, 1.0), (np.float64(0.0), np.float64(1.0))])
+def test_float_zero_and_one_are_the_binary_labels(zero, one):
+    """pandas upcasts 0/1 labels to floats when one is NaN: 0.0/1.0 are 0/1, in learn_one
+    and learn_many, answering exactly as the integer labels do."""
+    data = list(datasets.Phishing().take(120))
+    clfs = [VennAbersClassifier(lr(), window=30) for _ in range(4)]
+    for x, y in data[:100]:
+        clfs[0].learn_one(x, int(y))
+        clfs[1].learn_one(x, one if y else zero)
+    X = pd.DataFrame([x for x, _ in data[:100]])
+    clfs[2].learn_many(X, pd.Series([int(y) for _, y in data[:100]]))
+    clfs[3].learn_many(X, pd.Series([one if y else zero for _, y in data[:100]]))
+    for x, _ in data[100:]:
+        assert clfs[1].predict_proba_one(x) == clfs[0].predict_proba_one(x)
+        assert clfs[3].predict_proba_one(x) == clfs[2].predict_proba_one(x)
+    assert all(clf.task == "binary" for clf in clfs)
 
 
 def test_a_multiclass_none_label_is_refused_and_changes_nothing():
@@ -112,7 +152,7 @@ def test_a_multiclass_none_label_is_refused_and_changes_nothing():
         front.learn_one(x, y)
     for clf in (multi, front):
         before = pickle.dumps(clf)
-        with pytest.raises(ValueError, match="label None is not a class"):
+        with pytest.raises(ValueError, match="label None is missing"):
             clf.learn_one(x, None)
         assert pickle.dumps(clf) == before
 

@@ -241,14 +241,15 @@ def test_saved_right_after_the_poison_the_model_restored_is_not_broken(mode):
 
 # ---------------------------------------------------------------- models that raise
 class Picky(base.Classifier):
-    """Learns a running mean of x; raises on x = 13 (a model's own refusal)."""
+    """Learns a running mean of x; raises on x = 13 (a model's own refusal of a value: a
+    ValueError, which the guard undoes; a TypeError is a programming error, raised)."""
 
     def __init__(self):
         self.n, self.s = 0, 0.0
 
     def learn_one(self, x, y):
         if x["a"] == 13.0:
-            raise TypeError("thirteen")
+            raise ValueError("thirteen")
         self.n += 1
         self.s += x["a"]
 
@@ -260,7 +261,7 @@ class Picky(base.Classifier):
 def test_pretrained_batch_with_an_object_the_model_refuses_learns_the_others():
     clf = VennAbersClassifier(Picky(), window=5)
     xs = [float(i % 20) for i in range(60)]
-    with pytest.warns(UnlearnedWarning, match="raised TypeError\\('thirteen'\\)"):
+    with pytest.warns(UnlearnedWarning, match="raised ValueError\\('thirteen'\\)"):
         for a in xs:
             clf.learn_one({"a": a}, a > 9)
     learned = clf._state.n_learned
@@ -273,7 +274,7 @@ def test_sva_step_that_raises_leaves_the_model_as_it_was():
     for a in range(12):
         clf.learn_one({"a": float(a)}, a > 5)
     before = (clf.model.n, clf.model.s, clf.calibration_size)
-    with pytest.raises(TypeError, match="thirteen"):
+    with pytest.raises(ValueError, match="thirteen"):
         clf.learn_one({"a": 13.0}, True)
     assert (clf.model.n, clf.model.s, clf.calibration_size) == before
     clf.learn_one({"a": 1.0}, False)

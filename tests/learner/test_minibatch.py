@@ -111,7 +111,7 @@ def test_multiclass_many_equals_one_row_by_row():
         clf.learn_one(x, y)
     X = pd.DataFrame([x for x, _ in data[500:600]])
     many, labels = clf.predict_proba_many(X), clf.predict_many(X)
-    assert list(many.columns) == clf.classes.labels
+    assert list(many.columns) == clf.classes
     for i, (x, _) in enumerate(data[500:600]):
         assert many.iloc[i].to_dict() == clf.predict_proba_one(x)
         assert labels.iloc[i] == clf.predict_one(x)
@@ -215,8 +215,13 @@ def test_bad_labels_in_a_batch_change_nothing():
     before = pickle.dumps(clf)
     labels = [y for _, y in data[30:]]
     labels[17] = 2
-    with pytest.raises(ValueError, match="label must be 0/1.*VennAbersMultiClassifier"):
+    with pytest.raises(ValueError, match="label 2 makes.*LogisticRegression is binary only"):
         clf.learn_many(pd.DataFrame([x for x, _ in data[30:]]), labels)
+    for bad, match in [(float("nan"), "nan is missing"), (0.5, "0.5 is a float")]:
+        labels[17] = bad
+        X = pd.DataFrame([x for x, _ in data[30:]], index=range(100, 130))
+        with pytest.raises(ValueError, match=f"label {match}.*\\(row 117\\)"):
+            clf.learn_many(X, labels)
     with pytest.raises(ValueError, match="y has 29 labels for 30 rows"):
         clf.learn_many(pd.DataFrame([x for x, _ in data[30:]]), labels[1:])
     assert pickle.dumps(clf) == before

@@ -105,7 +105,7 @@ def test_the_stores_are_exact_on_the_calibration_set():
         for x, y in data[:360]:
             clf.learn_one(x, y)
         cal = list(clf._state.calibration)
-        labels = clf.classes.labels
+        labels = clf.classes
         k = len(labels)
         S = [list(c[2]) + [0.0] * (k - len(c[2])) for c in cal]
         y = [c[1] for c in cal]
@@ -249,13 +249,13 @@ def test_bands_hold_for_every_model_scheme_and_data_set(data, model, scheme):
 
 
 def test_binary_classifier_is_untouched_by_a_multiclass_one():
-    """The binary classifier that has learned binary labels refuses another class, naming
-    the multiclass one (tests/learner/test_front_door.py has the rest)."""
+    """The binary classifier that has learned binary labels refuses a class that is not an
+    integer, naming the multiclass one (tests/learner/test_front_door.py has the rest)."""
     from streamcal import VennAbersClassifier
 
     clf = VennAbersClassifier(naive_bayes.GaussianNB())
     clf.learn_one({"a": 1.0}, True)
-    with pytest.raises(ValueError, match="label must be 0/1.*VennAbersMultiClassifier"):
+    with pytest.raises(ValueError, match="'sky' is not an integer.*VennAbersMultiClassifier"):
         clf.learn_one({"a": 1.0}, "sky")
     both = list(itertools.islice(datasets.Phishing(), 50))
     multi = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20)

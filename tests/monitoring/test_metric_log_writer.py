@@ -48,7 +48,7 @@ def test_a_multiclass_loop_writes_class_lines(tmp_path):
                 log.update(pred, y)
     whole, by_class = split_classes(read_metric_log(path))
     assert whole[-1]["labels"] == len(data) - 1 and whole[-1]["multiclass_log_loss"] > 0
-    assert sorted(by_class) == sorted(clf.classes.labels)
+    assert sorted(by_class) == sorted(clf.classes)
 
 
 def test_the_report_reads_it(tmp_path):

@@ -138,7 +138,7 @@ def test_line_prometheus_and_report(tmp_path):
     assert last["classes"] == 3 and last["labels"] == 299  # the first had no class to predict
     assert last["multiclass_log_loss"] < last["raw_multiclass_log_loss"]  # gnb: calibration helps
     assert last["mean_p0"] <= last["frequency"] + 0.1 and last["frequency"] <= last["mean_p1"] + 0.1
-    first = unit.clf.classes.labels[0]
+    first = unit.clf.classes[0]
     assert by_class[first]["labels"] == 299  # every prediction after the first label
     for row in by_class.values():
         assert row["unit"] == "global" and 0 < row["labels"] <= 299
@@ -160,7 +160,7 @@ def test_line_prometheus_and_report(tmp_path):
     text = page.read_text()
     assert "Per class" in text and "Multiclass: of the top label" in text
     doc = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert [r["class"] for r in doc["per_class"]] == unit.clf.classes.labels
+    assert [r["class"] for r in doc["per_class"]] == unit.clf.classes
     assert all(r["corollary1"].startswith("holds") for r in doc["per_class"])
     assert doc["multiclass_log_loss"] == last["multiclass_log_loss"]
 

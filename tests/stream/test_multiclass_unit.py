@@ -142,7 +142,7 @@ def test_late_missing_out_of_order_labels_equal_the_bare_classifier(scheme):
     assert unit.tracker.snapshot() == tracker.snapshot()
     assert unit.tracker.class_snapshots() == tracker.class_snapshots()
     # integers are their decimal strings: 7 and "7" are one class
-    assert sorted(unit.clf.classes.labels) == ["7", "a", "b", "late"]
+    assert sorted(unit.clf.classes) == ["7", "a", "b", "late"]
 
 
 def test_a_class_first_seen_mid_stream():
@@ -195,7 +195,7 @@ def test_a_class_beyond_max_classes_is_dead_lettered():
     _feed(unit, items)
     dead = [m["reason"] for t, m in sent if t == "streamcal.dead-letters"]
     assert dead == ["label 'c' of 'e2' would be class number 3, beyond max_classes=2"]
-    assert unit.clf.classes.labels == ["a", "b"] and unit.pending.lookup("e2")[0] == EVENT
+    assert unit.clf.classes == ["a", "b"] and unit.pending.lookup("e2")[0] == EVENT
 
 
 def test_checkpoint_round_trip_resumes_identically():

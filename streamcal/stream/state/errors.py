@@ -4,7 +4,7 @@ import each other for ``CheckpointError``)."""
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "StoreError", "storage_error", "what_to_do"]
+__all__ = ["CheckpointError", "DamagedStore", "StoreError", "storage_error", "what_to_do"]
 
 
 class CheckpointError(Exception):
@@ -14,6 +14,11 @@ class CheckpointError(Exception):
 class StoreError(OSError):
     """A store that cannot be opened or written: the message names its directory and
     what to do."""
+
+
+class DamagedStore(StoreError):
+    """A store that opened emptier or older than the checkpoint last committed to it
+    (``streamcal.stream.state.marker``): refused, never taken for the unit's state."""
 
 
 def what_to_do(text: str) -> str:

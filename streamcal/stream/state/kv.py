@@ -13,10 +13,12 @@ Writes (``put``, ``delete``) go to a ``WriteBatch`` and to an overlay dict, so t
 (``get``) sees them at once; nothing reaches the database until ``commit(meta)`` writes the
 batch, with ``meta`` (the snapshot and the input offsets it matches) inside it, in one
 atomic ``db.write``. So after a kill -9 the store holds exactly what one commit left: never
-data ahead of its offsets. The write-ahead log is written without fsync: a process crash
-loses nothing committed, a machine crash may lose the last commits (the input is replayed
-from the offsets of the newest commit that survived). ``changes()`` is what the next commit
-will write, by key (a value, or None for a delete): the delta a changelog needs.
+data ahead of its offsets. A commit with ``sync`` (the checkpoints of a state directory)
+is on disk when it returns, so a machine crash keeps it too, and the mark written after it
+(``streamcal.stream.state.marker``) is never ahead of the store; other commits (stores in
+a temporary directory, which hold memory's overflow) are written without fsync.
+``changes()`` is what the next commit will write, by key (a value, or None for a delete):
+the delta a changelog needs.
 
 >>> store = KVStore()  # no path: a temporary directory, removed on close
 >>> store.put(b"a", b"1"); store.put(b"b", b"2"); store.delete(b"a")
@@ -144,6 +146,8 @@ class KVStore:
             raise storage_error("open the state store in", self.path, exc) from None
         self._write_opts = WriteOptions()
         self._write_opts.sync = False
+        self._synced_opts = WriteOptions()
+        self._synced_opts.sync = True
         self._batch = WriteBatch(raw_mode=True)
         self._overlay: dict = {}  # key -> value, or None (deleted), since the last commit
         self.commits = 0  # commits written by this object
@@ -154,7 +158,10 @@ class KVStore:
         """The value of ``key`` (uncommitted writes included), or None."""
         v = self._overlay.get(key, _MISSING)
         if v is _MISSING:
-            return self._db.get(key)
+            try:  # free unless it raises (3.11's exceptions cost nothing until then)
+                return self._db.get(key)
+            except Exception as exc:  # noqa: BLE001 - RocksDB's, e.g. a block checksum mismatch
+                raise storage_error("read the state store in", self.path, exc) from None
         return v
 
     @property
@@ -173,11 +180,15 @@ class KVStore:
         the writes since the last commit). A generator over a consistent view."""
         opts = ReadOptions()
         opts.set_iterate_upper_bound(stop)
-        it = self._db.iter(opts)
-        it.seek(start)
-        while it.valid():
-            yield it.key(), it.value()
-            it.next()
+        try:
+            it = self._db.iter(opts)
+            it.seek(start)
+            while it.valid():
+                yield it.key(), it.value()
+                it.next()
+            it.status()  # an iterator stops at a corrupt block: say so, not a short read
+        except Exception as exc:  # noqa: BLE001 - RocksDB's, e.g. a block checksum mismatch
+            raise storage_error("read the state store in", self.path, exc) from None
 
     def items(self, start: bytes, stop: bytes) -> list:
         """Every (key, value) with ``start <= key < stop`` as of now (committed and not), in
@@ -200,14 +211,15 @@ class KVStore:
         self._batch.delete(key)
         self._overlay[key] = None
 
-    def commit(self, meta: dict | None = None) -> dict:
+    def commit(self, meta: dict | None = None, sync: bool = False) -> dict:
         """Write the changes since the last commit and ``meta`` (key -> value) in one atomic
-        batch; returns the changes written (``changes()`` as it was)."""
+        batch; returns the changes written (``changes()`` as it was). With ``sync`` the
+        write-ahead log is on disk when it returns, so a machine crash keeps it too."""
         batch = self._batch
         for k, v in (meta or {}).items():
             batch.put(k, v)
         try:
-            self._db.write(batch, self._write_opts)
+            self._db.write(batch, self._synced_opts if sync else self._write_opts)
         except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
             self._failed = True
             raise storage_error("write the state store in", self.path, exc) from None

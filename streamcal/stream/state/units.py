@@ -33,8 +33,9 @@ import shutil
 import time
 from pathlib import Path
 
+from streamcal.stream.state import marker
 from streamcal.stream.state.checkpoint import CheckpointStore, seal, unseal
-from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.errors import CheckpointError, DamagedStore
 from streamcal.stream.state.kv import KVStore
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit
 
@@ -104,7 +105,10 @@ class UnitStates:
         try:
             data = store.get(SNAPSHOT)
             if data is not None:
-                return store, unseal(self.key, data, f"state store {str(store.path)!r}")
+                state = unseal(self.key, data, f"state store {str(store.path)!r}")
+                marker.check(store.path, state["checkpoints"])
+                return store, state
+            marker.check(store.path, None)
             return store, CheckpointStore(directory, self.key, self.config.checkpoint_keep).load()
         except BaseException:
             store.close()
@@ -112,16 +116,17 @@ class UnitStates:
 
     def _local_or_skip(self, unit: int) -> tuple[KVStore, dict | None, int]:
         """``_local``, but with a state topic to restore from, a local state that fails
-        authentication is skipped (logged, counted: the third value) and its store
-        emptied, never used."""
+        authentication, or a damaged store, is skipped (logged, counted: the third value)
+        and its store emptied, never used."""
         try:
             return (*self._local(unit), 0)
-        except CheckpointError as exc:
+        except (CheckpointError, DamagedStore) as exc:
             if self.topic is None:
                 raise
             log.warning("unit %s: local state skipped: %s", unit, exc,
                         extra={"event": "rejected_state", "unit": unit})  # fmt: skip
             path = self._dir(unit) / "store"
+            marker.remove(path)
             shutil.rmtree(path, ignore_errors=True)
             for old in self._dir(unit).glob("checkpoint-*.ckpt"):
                 old.unlink()
@@ -261,10 +266,7 @@ class UnitStates:
             if durable:
                 unit.checkpoints += 1
             state = unit.to_state() if durable else None
-            meta = None
-            if self.config.state_dir is not None:
-                meta = {SNAPSHOT: seal(self.key, state)}
-            changes = unit.store.commit(meta)
+            changes = self._commit(unit, state)
             if self.topic is not None:
                 self.topic.save(unit.unit, state, changes, unit.store, snapshot=final,
                                 held=_held(unit))  # fmt: skip
@@ -297,8 +299,17 @@ class UnitStates:
         """Commit each ``(unit, state)``'s store, with its sealed state if there is a state
         directory (after the Kafka commit, with exactly-once)."""
         for unit, state in staged:
-            meta = None if self.config.state_dir is None else {SNAPSHOT: seal(self.key, state)}
-            unit.store.commit(meta)
+            self._commit(unit, state)
+
+    def _commit(self, unit, state) -> dict:
+        """Commit ``unit``'s store, with its sealed ``state`` and then its mark if there is a
+        state directory (the commit synced first: the mark is never ahead of the store);
+        the changes written."""
+        if self.config.state_dir is None:
+            return unit.store.commit()
+        changes = unit.store.commit({SNAPSHOT: seal(self.key, state)}, sync=True)
+        marker.write(unit.store.path, state["checkpoints"])
+        return changes
 
 
 def _held(unit) -> int:
@@ -329,6 +340,7 @@ def _rebuilt(store: KVStore, plan) -> KVStore:
     if fresh.temporary:
         return fresh
     fresh.close()
+    marker.remove(store.path)  # the rebuilt store is marked at its first checkpoint
     shutil.rmtree(store.path)
     fresh.path.rename(store.path)
     return KVStore(store.path)
