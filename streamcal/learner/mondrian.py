@@ -78,7 +78,7 @@ from streamcal.learner.va import VennAbers
 __all__ = ["MissingCategoryWarning", "MondrianVennAbers", "category_of"]
 
 _FROM_X = object()  # no category given: derive it from x with ``by``
-_FEW = 4  # calibration pairs a category's store is rebuilt from one by one (_rescored)
+_FEW = 32  # calibration pairs a category's store is rebuilt from one by one (_rescored)
 
 
 class MissingCategoryWarning(UserWarning):
@@ -135,7 +135,7 @@ class _Category(PretrainedVennAbers):
         if len(items) > _FEW:
             return super()._rescored(items)
         # A key with many values holds many categories of a pair or two, all rescored at
-        # each model update: adding them is ten times cheaper than building a store.
+        # each model update: adding them is 2-7 times cheaper than building a store.
         scores = score_many(self.model, [c[0] for c in items])
         self.store = ScoreStore()
         for s, c in zip(scores, items, strict=True):

@@ -192,3 +192,26 @@ def test_the_processor_takes_the_fallback_flags():
     assert ProcessorConfig.build(by="g", min_category=7).classifier_settings().category_minimum == 7
     with pytest.raises(ValueError, match="multiclass takes neither"):
         ProcessorConfig.build(by="g", task="multiclass", min_category=7)
+
+
+@quiet
+@pytest.mark.filterwarnings("ignore::streamcal.learner.guard.UnlearnedWarning")
+def test_a_model_error_at_a_refresh_leaves_the_pooled_set_whole():
+    """A programming error of the model (a string feature) is raised at a refresh, the
+    objects still waiting: the pooled set holds them and every category's pairs."""
+    model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    clf = VennAbersClassifier(model, window=4, by="g", max_categories=2)
+    rng = random.Random(1)
+    raised = 0
+    for i in range(40):
+        x = {"x1": rng.random(), "g": i % 3, "country": "fr"}
+        try:
+            clf.learn_one(x, x["x1"] > 0.5)
+        except TypeError:
+            raised += 1
+    state = clf._state
+    assert raised > 0 and state.waiting
+    held = [(c[2], c[1]) for st_ in state.categories.values() for c in st_.calibration]
+    held += [(state._cold_score(x), y) for _, x, y in state.waiting]
+    scores, labels = state.pooled.to_arrays()
+    assert sorted(zip(scores.tolist(), labels.tolist(), strict=True)) == sorted(held)
