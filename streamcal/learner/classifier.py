@@ -119,7 +119,8 @@ class VennAbersClassifier(VennAbersWrapper):
         ``"pretrained"`` with ``by``, by default: a category without pairs (never
         labelled, or evicted) or with fewer than ``min_category`` calibration pairs
         (default 100, or ``window`` if smaller) is answered from the pooled calibration
-        set (all categories' pairs), so cold categories are calibrated as without ``by``.
+        set (every pair the model has not learned: all categories' and those waiting for
+        it), so cold categories are calibrated as without ``by``.
         **Such an answer has only the pooled guarantee (calibrated on average over the
         objects so answered); the per-category guarantee holds for the answers of a
         category from its own set, once it has ``min_category`` pairs.**
