@@ -38,6 +38,7 @@ _PUBLIC = {
     "venn_abers": "streamcal.core",
     "venn_abers_bruteforce": "streamcal.core",
     # --- learner ---
+    "CategoryChurnWarning": "streamcal.learner",
     "FieldScore": "streamcal.learner",
     "VennAbersClassifier": "streamcal.learner",
     "VennAbersInterval": "streamcal.learner",
@@ -72,6 +73,7 @@ __all__ = [
     "venn_abers",
     "venn_abers_bruteforce",
     # learner
+    "CategoryChurnWarning",
     "FieldScore",
     "VennAbersClassifier",
     "VennAbersInterval",

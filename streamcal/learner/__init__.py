@@ -7,6 +7,7 @@ without river (the command line's settings list the modes).
 from streamcal._lazy import lazy_names
 
 _PUBLIC = {
+    "CategoryChurnWarning": "streamcal.learner.churn",
     "FieldScore": "streamcal.learner.field_score",
     "MODES": "streamcal.learner.modes",
     "MulticlassPrediction": "streamcal.learner.multiclassifier",
@@ -20,6 +21,7 @@ _PUBLIC = {
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
 __all__ = [
+    "CategoryChurnWarning",
     "FieldScore",
     "MODES",
     "MulticlassPrediction",

@@ -114,18 +114,26 @@ class VennAbersClassifier(VennAbersWrapper):
         calibration set, with the window and refresh rules above applied to its own
         labels, so the guarantee holds inside each category; the model is shared. Under
         ``"pretrained"`` the model learns in batches of ``refresh_every`` labels per
-        category, so it lags further behind. A category with no labelled pairs yet gets
-        the (0, 1) pair. A function must be picklable (not a lambda) for the classifier
-        to be.
+        category (or, as categories are evicted, of ``calibration_size`` objects), so it
+        lags further behind. A function must be picklable (not a lambda) for the
+        classifier to be.
     min_category, fallback
-        With ``fallback="pooled"`` (``"pretrained"`` only), a category with fewer than
-        ``min_category`` calibration pairs is answered from the pooled calibration set
-        (all categories' pairs). **Such an answer is only calibrated on average over the
-        categories: the per-category guarantee holds only once the category has its own
-        ``min_category`` pairs.**
+        ``"pretrained"`` with ``by``, by default: a category without pairs (never
+        labelled, or evicted) or with fewer than ``min_category`` calibration pairs
+        (default 100, or ``window`` if smaller) is answered from the pooled calibration
+        set (every pair the model has not learned: all categories' and those waiting for
+        it), so cold categories are calibrated as without ``by``.
+        **Such an answer has only the pooled guarantee (calibrated on average over the
+        objects so answered); the per-category guarantee holds for the answers of a
+        category from its own set, once it has ``min_category`` pairs.**
+        ``fallback="off"`` answers every category from its own set only (without pairs:
+        the (0, 1) pair), as modes "sva" and "va" do.
     max_categories
         At most this many categories keep calibration sets; the least recently labelled
-        one is dropped when a new one comes (``evictions`` counts them).
+        one is dropped when a new one comes (``evictions`` counts them). Memory stays
+        bounded however many values the key has; a key that churns (most evicted
+        categories had fewer than ``min_category`` pairs) brings one
+        ``CategoryChurnWarning`` naming it.
     protect
         Protected calibration (``streamcal.core.Protector``; Vovk, Petej & Gammerman
         2021): ``True`` (or a dict of ``Protector`` parameters, e.g. ``{"alpha": 0.001}``)
@@ -235,7 +243,7 @@ class VennAbersClassifier(VennAbersWrapper):
         window: int | None = DEFAULT_WINDOW,
         refresh_every: int | None = None,
         by=None,
-        min_category: int = 0,
+        min_category: int | None = None,
         fallback: str | None = None,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
         protect: bool | dict = False,
@@ -403,7 +411,8 @@ class VennAbersClassifier(VennAbersWrapper):
                 "see VennAbersMultiClassifier"
             )
         if self.fallback is not None:
-            raise ValueError(f"{head} fallback='pooled' is binary only")
+            raise ValueError(f"{head} fallback={self.fallback!r} is binary only (the multiclass "
+                             "side answers cold categories from the pooled set)")
         if not getattr(self.model, "_multiclass", False):
             model = self.model
             if isinstance(model, compose.Pipeline):  # the last step decides
@@ -817,8 +826,8 @@ def _new_mode_state(model, settings: ClassifierSettings, state: dict | None = No
             "window": settings.window,
             "refresh_every": refresh,
             "by": settings.by,
-            "min_category": settings.min_category,
-            "fallback": settings.fallback,
+            "min_category": settings.category_minimum,  # the defaults resolved
+            "fallback": "pooled" if settings.pooled else None,
             "max_categories": settings.max_categories,
         }
         if state is None:

@@ -33,14 +33,29 @@ objects whose features come and go), and the first such object brings a
 silently (``categories`` then shows None as the only category).
 
 At most ``max_categories`` categories keep a state; the least recently labelled one is
-evicted when a new one arrives (``evictions`` counts them; under ``"pretrained"`` the
-evicted calibration objects go to the model, which has never seen them).
+evicted when a new one arrives (``evictions`` counts them). Nothing of an evicted
+category stays: under ``"pretrained"`` its calibration objects wait for the model,
+which has never seen them, with the objects the categories cut; the model learns all
+waiting objects (and every category is rescored) once they number
+``max(refresh_every, calibration_size)``, so the waiting objects never outnumber the
+calibration sets by much, and memory stops growing once ``max_categories`` categories
+are held, however many values the key has. The rule depends on counts and on the
+sequence of categories only, never on labels, so each category stays a pre-trained
+Venn predictor: an evicted category's objects are past objects for every category, and
+a category that comes back starts an empty calibration set of its own.
 
-``fallback="pooled"`` (``"pretrained"`` only) answers for a category with fewer than
-``min_category`` calibration pairs from the pooled calibration set, the union of every
-category's. **That answer has only the pooled guarantee** (calibrated on average over
-categories), not the per-category one, until the category has its own ``min_category``
-pairs.
+The pooled answer (``fallback="pooled"``, ``"pretrained"`` only): the pooled calibration
+set is every labelled object the model has not learned (the union of the categories'
+calibration sets and the objects waiting for the model), scored by the same model, so it
+stays as large as the categories' sets however fast they are evicted. A category without a
+state (never labelled, or evicted) is answered from it, and so is one with fewer than
+``min_category`` calibration pairs. **Such an answer has only the pooled guarantee**
+(calibrated on average over the objects so answered, as without ``by``, insofar as the
+categories held represent them), not the per-category one; an answer from a category's
+own set (``min_category`` pairs or more: a count, so the choice does not look at the
+labels) has the per-category guarantee. Without the fallback such a category gets the
+(0, 1) pair. A key that churns (most evicted categories had fewer than ``min_category``
+pairs) brings a ``CategoryChurnWarning`` (``streamcal.learner.churn``).
 """
 
 from __future__ import annotations
@@ -51,17 +66,19 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from streamcal.core import ScoreStore
+from streamcal.learner.churn import CategoryChurn
 from streamcal.learner.guard import MODEL_ERRORS, Guarded, ModelGuard
 from streamcal.learner.minibatch import BatchRanges, learns_in_batches, pairs_row_by_row
 from streamcal.learner.pretrained import PretrainedVennAbers, learn_guarded
-from streamcal.learner.scoring import FeatureOrder, score_sorted
-from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
+from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, DEFAULT_MIN_CATEGORY
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
 __all__ = ["MissingCategoryWarning", "MondrianVennAbers", "category_of"]
 
 _FROM_X = object()  # no category given: derive it from x with ``by``
+_FEW = 32  # calibration pairs a category's store is rebuilt from one by one (_rescored)
 
 
 class MissingCategoryWarning(UserWarning):
@@ -114,6 +131,17 @@ class _Category(PretrainedVennAbers):
             self.owner._leave(self.positions.popleft(), item)
         self.n_learned += k
 
+    def _rescored(self, items) -> deque:
+        if len(items) > _FEW:
+            return super()._rescored(items)
+        # A key with many values holds many categories of a pair or two, all rescored at
+        # each model update: adding them is 2-7 times cheaper than building a store.
+        scores = score_many(self.model, [c[0] for c in items])
+        self.store = ScoreStore()
+        for s, c in zip(scores, items, strict=True):
+            self.store.add(s, c[1])
+        return deque((c[0], c[1], s) for c, s in zip(items, scores, strict=True))
+
     def to_state(self) -> dict:
         return {**super().to_state(), "positions": list(self.positions)}
 
@@ -133,13 +161,17 @@ class MondrianVennAbers(Guarded):
 
     >>> from river import linear_model
     >>> va = MondrianVennAbers(linear_model.LogisticRegression(), mode="pretrained", window=2,
-    ...                        refresh_every=2, by="g", max_categories=2)
-    >>> for i in range(12):
-    ...     va.learn({"a": float(i), "g": i % 3}, i % 2)
-    >>> list(va.categories), va.evictions
-    ([1, 2], 10)
-    >>> va.predict({"a": 1.0, "g": 7})[1:]  # a category with no pairs yet
-    (0.0, 1.0)
+    ...                        refresh_every=2, by="g", max_categories=2, fallback="pooled")
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     for i in range(12):
+    ...         va.learn({"a": float(i), "g": i % 3}, i % 2)
+    >>> list(va.categories), va.evictions, len(va.pooled), va.calibration_size
+    ([1, 2], 10, 2, 2)
+    >>> va.predict({"a": 1.0, "g": 7})[1:]  # no pairs of its own: the pooled set answers
+    (0.0, 0.5)
+    >>> [w.category.__name__ for w in caught]  # three categories, two kept: it churns
+    ['CategoryChurnWarning']
     """
 
     # What a subclass (the multiclass one) changes: the pre-trained category's class, and
@@ -149,6 +181,7 @@ class MondrianVennAbers(Guarded):
     # Positions learned by learn_many the model has still to learn (as in the plain mode)
     batches: BatchRanges | None = None
     _warned = False  # the MissingCategoryWarning was given
+    _pool_dirty = False  # the pooled store missed changes: rebuilt when next read
 
     def __init__(
         self,
@@ -170,7 +203,10 @@ class MondrianVennAbers(Guarded):
         self.n_seen = 0
         self.n_learned = 0  # objects the model has learned ("pretrained")
         self.waiting: list = []  # (position, features, label): left calibration, not learned
-        self.pooled = ScoreStore() if fallback == "pooled" else None
+        self.pooled = self._pooled_from(()) if fallback == "pooled" else None
+        # cold: fewer pairs than answer on their own (without a fallback, as by default)
+        cold = min(DEFAULT_MIN_CATEGORY, window) if window else DEFAULT_MIN_CATEGORY
+        self.churn = CategoryChurn(min_category or cold)
         self._n_model_learns = 0  # "va": invalidates the per-category prediction caches
         self._order = FeatureOrder()  # for categories without a state yet
         self.guard = ModelGuard(model)  # one for the shared model, whichever mode
@@ -179,6 +215,8 @@ class MondrianVennAbers(Guarded):
         super().__setstate__(state)
         for st in self.categories.values():  # pickled before the guard: share the owner's
             st.guard = self.guard
+        if "churn" not in state:  # pickled before it
+            self.churn = CategoryChurn(self.min_category or DEFAULT_MIN_CATEGORY)
 
     # The sum of the categories' calibration sizes, kept as labels come (read for every
     # prediction: a sum over the categories would make each one O(categories)); None:
@@ -220,16 +258,11 @@ class MondrianVennAbers(Guarded):
     def predict(self, x, category=_FROM_X) -> tuple[float, float, float]:
         c = self.category(x) if category is _FROM_X else _hashable(category)
         st = self.categories.get(c)
-        if st is None:
-            s = score_sorted(self.model, self._order.ordered(x))
-            if self.pooled is None:
-                return s, 0.0, 1.0  # what an empty calibration set gives
-            p0, p1 = self.pooled.query(s)
-            return s, p0, p1
+        if st is None:  # never labelled, or evicted
+            return self._answer(self._cold_score(x), self._pool())
         if self.pooled is not None and st.calibration_size < self.min_category:
             s = st._score(x)[1]
-            p0, p1 = self.pooled.query(s)
-            return s, p0, p1
+            return self._answer(s, self._pool())
         if self.mode == "va" and st._seen != self._n_model_learns:
             st._cache, st._pickled = None, None  # another category taught it
             st._seen = self._n_model_learns
@@ -282,8 +315,10 @@ class MondrianVennAbers(Guarded):
             raise
         self._resized(st, before)
         if self.pooled is not None:
-            self.pooled.add(st.calibration[-1][2], y)
-        due = self.refresh_every * len(self.categories)
+            self._pool_change(self.pooled.add, st.calibration[-1][2], y)
+        # bounded by the calibration sets, whatever the number of categories evicted; one
+        # rescoring per waiting object at most, amortised (see the module docstring)
+        due = max(self.refresh_every, self.calibration_size)
         if self.waiting and len(self.waiting) >= min(due, max(1, self.n_learned)):
             self._learn_waiting()
 
@@ -292,9 +327,8 @@ class MondrianVennAbers(Guarded):
             self._size += st.calibration_size - before
 
     def _leave(self, position: int, item) -> None:
-        """A calibration object leaves its category ("pretrained"): the model will learn it."""
-        if self.pooled is not None:
-            self.pooled.remove(item[2], item[1])
+        """A calibration object leaves its category ("pretrained"): the model will learn it.
+        Until then it stays in the pooled set: the model has not seen it either."""
         self.waiting.append((position, item[0], item[1]))
 
     def _learn_waiting(self) -> None:
@@ -311,6 +345,8 @@ class MondrianVennAbers(Guarded):
             learn_guarded(self, items, self._rescore_all)
         except MODEL_ERRORS:  # raised, the model as it was: the cut sets' stores rebuilt by
             self._rescore_all()  # it, the objects still waiting for a later refresh
+            if self.pooled is not None:  # still waiting: in the pooled set too
+                self._rebuild_pool()
             self._size = None
             raise
         self.n_learned += len(self.waiting)
@@ -318,20 +354,65 @@ class MondrianVennAbers(Guarded):
         self._size = None  # every category was cut: recomputed when read
 
     def _rescore_all(self) -> None:
-        """Rescore every category with the model as it is (and the pooled store)."""
-        scores, labels = [], []
+        """Rescore every category with the model as it is (and the pooled store, without
+        the waiting objects: the model is learning them)."""
         for st in self.categories.values():
             st.rescore()
-            if self.pooled is not None:
-                arrays = st.store.to_arrays()
-                scores.append(arrays[0])
-                labels.append(arrays[1])
         if self.pooled is not None:
-            self.pooled = ScoreStore.from_arrays(np.concatenate(scores), np.concatenate(labels))
+            self._rebuild_pool(waiting=False)
+
+    # ------------------------------------------------------------------ the pooled set
+    def _cold_score(self, x):
+        """The score of ``x`` for a category without a state."""
+        return score_sorted(self.model, self._order.ordered(x))
+
+    @staticmethod
+    def _answer(s, store) -> tuple[float, float, float]:
+        """The prediction of score ``s`` from ``store`` (None: no pairs, the (0, 1) pair)."""
+        if store is None:
+            return s, 0.0, 1.0
+        p0, p1 = store.query(s)
+        return s, p0, p1
+
+    def _pooled_from(self, items):
+        """A pooled store of calibration items ``(x, y, score)``."""
+        items = list(items)
+        return ScoreStore.from_arrays(
+            np.array([c[2] for c in items], dtype=float), np.array([c[1] for c in items], dtype=int)
+        )
+
+    def _pool_stale(self) -> bool:
+        """Whether the pooled store no longer fits the scores (the multiclass one: a class
+        came)."""
+        return False
+
+    def _pool_change(self, change, s, y) -> None:
+        """``change(s, y)`` on the pooled store, or leave it to be rebuilt if stale."""
+        if self._pool_dirty or self._pool_stale():
+            self._pool_dirty = True
+        else:
+            change(s, y)
+
+    def _pool(self):
+        """The pooled store, up to date (None without the fallback)."""
+        if self.pooled is not None and (self._pool_dirty or self._pool_stale()):
+            self._rebuild_pool()
+        return self.pooled
+
+    def _rebuild_pool(self, waiting: bool = True) -> None:
+        """The pooled store: the union of the categories' calibration sets and (``waiting``)
+        of the objects waiting for the model, scored anew (the model has not changed since
+        they left)."""
+        items = [item for st in self.categories.values() for item in st.calibration]
+        if waiting:
+            items += [(x, y, self._cold_score(x)) for _, x, y in self.waiting]
+        self.pooled = self._pooled_from(items)
+        self._pool_dirty = False
 
     def _evict(self) -> None:
         _, st = self.categories.popitem(last=False)
         self.evictions += 1
+        self.churn.evicted(st.calibration_size, self.evictions, self.by, self.max_categories)
         if self._size is not None:
             self._size -= st.calibration_size
         if self.mode == "pretrained":  # never learned by the model: it may learn them now
@@ -352,6 +433,7 @@ class MondrianVennAbers(Guarded):
             "n_learned": self.n_learned,
             "waiting": [[position, x, y] for position, x, y in self.waiting],
             "n_model_learns": self._n_model_learns,
+            "churn": self.churn.to_state(),
         }
         if self.batches:  # only after learn_many: else the state is what it always was
             state["batches"] = self.batches.to_state()
@@ -377,10 +459,7 @@ class MondrianVennAbers(Guarded):
         self._n_model_learns = state["n_model_learns"]
         if state.get("batches"):
             self.batches = BatchRanges.from_state(state["batches"])
-        if self.pooled is not None:  # the union of the categories' calibration sets
-            arrays = [st.store.to_arrays() for st in self.categories.values()]
-            if arrays:
-                self.pooled = ScoreStore.from_arrays(
-                    np.concatenate([a[0] for a in arrays]), np.concatenate([a[1] for a in arrays])
-                )
+        self.churn = CategoryChurn.from_state(state.get("churn"), self.churn.threshold)
+        if self.pooled is not None:
+            self._rebuild_pool()
         return self

@@ -28,9 +28,10 @@ from collections import deque
 
 from streamcal.core.multiclass import TopLabel, scheme_class
 from streamcal.learner.minibatch import BatchRanges
-from streamcal.learner.mondrian import _FROM_X, MondrianVennAbers, _Category
+from streamcal.learner.mondrian import MondrianVennAbers, _Category
 from streamcal.learner.pretrained import PretrainedVennAbers
 from streamcal.learner.scoring import NonFiniteScore, unscorable
+from streamcal.learner.settings import DEFAULT_MIN_CATEGORY
 
 __all__ = ["Classes", "MulticlassMondrian", "MulticlassPretrained", "Stores", "score_vector"]
 
@@ -209,24 +210,34 @@ class _MulticlassCategory(_MulticlassWindow, _Category):
 
 
 class MulticlassMondrian(MondrianVennAbers):
-    """Mondrian calibration of the multiclass pre-trained mode (``mode="pretrained"``,
-    no fallback): one calibration set per category, one shared model."""
+    """Mondrian calibration of the multiclass pre-trained mode (``mode="pretrained"``):
+    one calibration set per category, one shared model. Categories without a state, or
+    with fewer than ``min_category`` pairs (by default ``DEFAULT_MIN_CATEGORY`` or the
+    window if smaller), are answered from the pooled set, as in the binary default."""
 
     _category_type = _MulticlassCategory
 
     def __init__(self, model, *, scheme: str, classes: Classes, **settings):
         self.scheme, self.classes = scheme, classes
+        settings.setdefault("fallback", "pooled")
+        settings.setdefault("min_category", min(DEFAULT_MIN_CATEGORY, settings["window"]))
         super().__init__(model, **settings)
 
     def _model_label(self, y: int):
         return self.classes.labels[y]
 
-    def predict(self, x, category=_FROM_X):
-        c = self.category(x) if category is _FROM_X else category
-        if c in self.categories:
-            return super().predict(x, c)
-        s = score_vector(self.model, self._order.canonical(x), self.classes)
-        return s, Stores(self.scheme, len(self.classes))  # no pairs yet: (0, 1) everywhere
+    def _cold_score(self, x):
+        return score_vector(self.model, self._order.canonical(x), self.classes)
+
+    def _answer(self, s, stores):
+        return s, Stores(self.scheme, len(self.classes)) if stores is None else stores
+
+    def _pooled_from(self, items) -> Stores:
+        items = list(items)
+        return Stores(self.scheme, len(self.classes), [c[2] for c in items], [c[1] for c in items])
+
+    def _pool_stale(self) -> bool:
+        return self.pooled.n_classes < len(self.classes)
 
     @classmethod
     def from_state(cls, state: dict, *, model, scheme: str, classes: Classes, **settings):

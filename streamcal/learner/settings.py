@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_ALARM_ALPHA",
     "DEFAULT_MAX_CATEGORIES",
     "DEFAULT_MERGE",
+    "DEFAULT_MIN_CATEGORY",
     "DEFAULT_WINDOW",
     "REFRESH_WINDOWS",
     "FIELDS",
@@ -63,6 +64,11 @@ DEFAULT_WINDOW = 1000  # calibration pairs: enough for the isotonic fit, fast to
 REFRESH_WINDOWS = {"binary": 1, "multiclass": 2}
 DEFAULT_MERGE = "log"  # minimax for log loss, the loss the metrics lead with
 DEFAULT_MAX_CATEGORIES = 1000  # bounds the memory of Mondrian calibration and its metrics
+# Below this many calibration pairs (or the window, if smaller) a Mondrian category is
+# answered from the pooled set by default: fewer pairs make an interval too wide to use.
+DEFAULT_MIN_CATEGORY = 100
+# fallback: answers from the pooled set (the default where offered), or none ("off")
+FALLBACKS = ("pooled", "off")
 # The protector's level, as the processor's --alarm-alpha shows it
 DEFAULT_ALARM_ALPHA = inspect.signature(Protector).parameters["alpha"].default
 
@@ -161,8 +167,8 @@ class ClassifierSettings:
     window: int | None = DEFAULT_WINDOW
     refresh_every: int | None = None
     by: object = None  # a feature name, or a picklable function of x
-    min_category: int = 0
-    fallback: str | None = None
+    min_category: int | None = None  # None: see category_minimum
+    fallback: str | None = None  # None: "pooled" where offered (see pooled)
     max_categories: int = DEFAULT_MAX_CATEGORIES
     # False, True or a dict (check_protect); a dict is unhashable: left out of the hash
     protect: bool | dict = field(default=False, hash=False)
@@ -194,23 +200,53 @@ class ClassifierSettings:
             hash(by)
         except TypeError:
             raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-        if (
+        if min_category is not None and (
             isinstance(min_category, bool)
             or not isinstance(min_category, Integral)
             or (min_category < 0)
         ):
             raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
         _check_positive("max_categories", self.max_categories)
-        if fallback not in (None, "pooled"):
-            raise ValueError(f"fallback must be None or 'pooled', got {fallback!r}")
-        if (fallback is None) != (min_category == 0):
+        if fallback not in (None, *FALLBACKS):
+            raise ValueError(f"fallback must be 'pooled' or 'off', got {fallback!r}")
+        if fallback == "off" and min_category:
             raise ValueError(
-                "min_category and fallback='pooled' go together: below min_category pairs a "
-                f"category is answered from the pooled set (got min_category={min_category!r}, "
-                f"fallback={fallback!r})"
+                "min_category needs the pooled fallback: below min_category pairs a category "
+                f"is answered from the pooled set (got min_category={min_category!r}, "
+                "fallback='off')"
             )
-        if fallback is not None and (by is None or self.mode != "pretrained"):
+        offered = by is not None and self.mode == "pretrained"
+        if fallback == "pooled" and not offered:
             raise ValueError("fallback='pooled' needs by and mode 'pretrained'")
+        if min_category and not offered:
+            raise ValueError(f"min_category={min_category!r} needs by and mode 'pretrained'")
+
+    @property
+    def pooled(self) -> bool:
+        """Whether a Mondrian classifier answers cold categories from the pooled set: with
+        ``by`` in mode ``"pretrained"``, unless ``fallback="off"``.
+
+        >>> ClassifierSettings(by="g").pooled, ClassifierSettings(by="g", mode="sva").pooled
+        (True, False)
+        """
+        return self.by is not None and self.mode == "pretrained" and self.fallback != "off"
+
+    @property
+    def category_minimum(self) -> int:
+        """The calibration pairs a category needs to answer on its own (below: pooled):
+        ``min_category``, by default ``DEFAULT_MIN_CATEGORY`` or the window if smaller; 0
+        without the pooled fallback.
+
+        >>> ClassifierSettings(by="g").category_minimum
+        100
+        >>> ClassifierSettings(by="g", window=30).category_minimum
+        30
+        """
+        if not self.pooled:
+            return 0
+        if self.min_category is not None:
+            return self.min_category
+        return min(DEFAULT_MIN_CATEGORY, self.window)
 
     @classmethod
     def given(cls, **values) -> ClassifierSettings:

@@ -197,12 +197,16 @@ class ProcessorConfig:
     )
     min_category: int | None = _opt(
         None,
-        "with --by and --fallback pooled: categories with fewer calibration pairs are "
-        "answered from the pooled set (only the pooled guarantee)",
+        "with --by (mode pretrained): categories with fewer calibration pairs are answered "
+        "from the pooled set, with only the pooled guarantee (default: 100, or --window "
+        "if smaller)",
         "model",
     )
     fallback: str | None = _opt(
-        None, "with --by: 'pooled' (needs --min-category and mode pretrained)", "model"
+        None,
+        "with --by: 'pooled' (the default in mode pretrained: categories without a state "
+        "or below --min-category are answered from all categories' pairs) or 'off'",
+        "model",
     )
     max_categories: int | None = _opt(
         None,
@@ -667,8 +671,11 @@ class ProcessorConfig:
             scheme_class(self.scheme)  # ValueError naming the schemes
         if self.mode not in (None, "pretrained"):
             raise ValueError(f"task multiclass offers mode pretrained only, got {self.mode!r}")
-        if self.fallback is not None:
-            raise ValueError("task multiclass has no fallback (--by without --fallback)")
+        if self.fallback is not None or self.min_category is not None:
+            raise ValueError(
+                "task multiclass takes neither --fallback nor --min-category (with --by it "
+                "answers categories below the default minimum from the pooled set)"
+            )
         if self.model in BINARY_ONLY or self.model.startswith(SCORE_PREFIX):
             raise ValueError(
                 f"model {self.model!r} is binary only; with --task multiclass use "
