@@ -9,22 +9,13 @@ True
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
 import orjson
 
+# What a dead letter needs of a record: the port's record (its headers are not kept).
+from streamcal.stream.kafka.port import Record as Rec
+
 __all__ = ["Rec", "pack_label", "unpack_label"]
-
-
-class Rec(NamedTuple):
-    """What a dead letter needs of a record (ConsumerRecords hold more, e.g. headers)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 _LABEL_HEAD = struct.Struct("<Iii")  # JSON length, key length, value length (-1: None)

@@ -487,9 +487,9 @@ class CalibrationUnit:
         except Exception as exc:  # noqa: BLE001 - any model error: reject this label only
             self._dead(rec, f"learner rejected the label of {eid!r}: {exc!r}")
             return False
-        if type(rec) is not _Rec:  # a consumer record: only what a dead letter needs
+        if type(rec) is not _Rec:  # a client's record: only what a dead letter needs
             rec = tuple.__new__(_Rec, (rec.topic, rec.partition, rec.offset, rec.timestamp,
-                                       rec.key, rec.value))  # fmt: skip
+                                       rec.key, rec.value, ()))  # fmt: skip
         self._recent.append((eid, rec))
         if clf.unlearned and self._unlearned():
             return False  # refused as a whole (its dead letter is sent): nothing to track
