@@ -14,29 +14,31 @@ What labels are taken is ``streamcal.learner.labels``'s rule (a missing label is
 0.0/1.0 are 0/1). What cannot be done fails loudly, before anything changes: a label that
 is not an integer after binary ones, settings the multiclass side does not have
 (``protect=``, modes "sva" and "va", the pooled fallback), and a model that is binary only.
+
+This module holds the class, its settings and the one-object entry points; the rest of it
+lives by concern, as mixins: the switch to multiclass (``streamcal.learner.
+turn_multiclass``), the protection (``streamcal.learner.protection``), the mini-batches
+(``streamcal.learner.binary_batches``) and the state round trip
+(``streamcal.learner.binary_state``); what it shares with ``VennAbersMultiClassifier``
+is ``streamcal.learner.wrapper``'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from numbers import Integral
-from types import MappingProxyType
+from collections.abc import Iterator
 
-from river import base, compose
+from river import base
 
 from streamcal.core import SCALAR_MERGES
-from streamcal.core.protector import check_probability
 from streamcal.core.validate import check_features, check_label
 from streamcal.learner.alarm import snapshot_period
+from streamcal.learner.binary_batches import BinaryBatches
+from streamcal.learner.binary_state import BinaryState, new_mode_state
 from streamcal.learner.horizon import Horizon
 from streamcal.learner.interval import VennAbersInterval
-from streamcal.learner.labels import is_binary, take_label, take_labels
-from streamcal.learner.minibatch import Batch
-from streamcal.learner.minibatch import no_keywords as _no_keywords
+from streamcal.learner.labels import is_binary, take_label, top_class
 from streamcal.learner.modes import DEFAULT_MODE, MODES
-from streamcal.learner.mondrian import MondrianVennAbers
-from streamcal.learner.pretrained import PretrainedVennAbers
-from streamcal.learner.protection import Protection
+from streamcal.learner.protection import Protected, Protection
 from streamcal.learner.settings import (
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
@@ -45,15 +47,13 @@ from streamcal.learner.settings import (
     ClassifierSettings,
 )
 from streamcal.learner.settings import FIELDS as SETTINGS
-from streamcal.learner.sva import SimplifiedVennAbers
-from streamcal.learner.turn_multiclass import carry_over
-from streamcal.learner.va import VennAbers
+from streamcal.learner.turn_multiclass import TurnsMulticlass
 from streamcal.learner.wrapper import VennAbersWrapper
 
 __all__ = ["VennAbersClassifier", "MODES"]
 
 
-class VennAbersClassifier(VennAbersWrapper):
+class VennAbersClassifier(TurnsMulticlass, Protected, BinaryBatches, BinaryState, VennAbersWrapper):
     """Venn-Abers calibration of a river binary classifier, online and prequential.
 
     Each prediction is a pair (p0, p1), one of which is a perfectly calibrated probability
@@ -228,13 +228,6 @@ class VennAbersClassifier(VennAbersWrapper):
 
     """
 
-    # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
-    protect: bool | dict = False
-    _protection: Protection | None = None
-    # The multiclass classifier answering once the stream showed it is multiclass (see
-    # the module docstring); None: binary, as every classifier pickled before it existed.
-    _multi = None
-
     def __init__(
         self,
         model: base.Classifier,
@@ -289,7 +282,7 @@ class VennAbersClassifier(VennAbersWrapper):
         self.label_default = label_default
         self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._multi = None
-        self._state = _new_mode_state(model, settings)
+        self._state = new_mode_state(model, settings)
         self._protection = (
             None
             if protect_params is None
@@ -306,7 +299,7 @@ class VennAbersClassifier(VennAbersWrapper):
     @property
     def _multiclass(self) -> bool:
         # river's meaning: it takes multiclass streams, which it does with a model that does
-        # and settings the multiclass side has (see _switch)
+        # and settings the multiclass side has (see _check_multiclass)
         return (
             bool(getattr(self.model, "_multiclass", False))
             and self.mode == "pretrained"
@@ -354,158 +347,14 @@ class VennAbersClassifier(VennAbersWrapper):
     def categories(self) -> list:
         """With ``by``: the categories that have a calibration set, least recently labelled
         first (None is the category of objects without the feature ``by``); else ``[]``."""
-        st = self._state if self._multi is None else self._multi._state
+        st = self._answering()._state
         return list(st.categories) if self.by is not None else []
-
-    @property
-    def calibration_size(self) -> int:
-        """Number of labelled objects in the calibration set right now (all categories')."""
-        if self._multi is not None:
-            return self._multi.calibration_size
-        return self._state.calibration_size
 
     @property
     def evictions(self) -> int:
         """Categories dropped so far to stay within ``max_categories`` (0 without ``by``)."""
-        st = self._state if self._multi is None else self._multi._state
+        st = self._answering()._state
         return getattr(st, "evictions", 0)
-
-    # ------------------------------------------------------------------ front door
-    def _learned_nothing(self) -> bool:
-        st = self._state
-        return getattr(st, "n_seen", getattr(st, "version", 0)) == 0
-
-    def _take_multiclass(self, labels) -> None:
-        """Turn multiclass for ``labels`` (taken by ``take_label``, not all binary): from
-        scratch if nothing has been learned yet, else carrying the binary state over
-        (``streamcal.learner.turn_multiclass``), which only integer classes may do; else
-        ``ValueError``, changing nothing."""
-        other = next(v for v in labels if not is_binary(v))
-        learned = not self._learned_nothing()
-        if learned:
-            odd = next((v for v in labels if not is_binary(v) and not _is_integer(v)), None)
-            if odd is not None:
-                raise ValueError(
-                    f"label {odd!r} is not an integer, but this classifier has learned the "
-                    "binary labels 0/1 (False/True): integer classes 0, 1, 2... turn it "
-                    "multiclass, other classes after binary labels are refused as a likely "
-                    "mistake; for classes of other types whose first labels may be 0 and 1, "
-                    "use VennAbersMultiClassifier"
-                )
-        self._switch(f"label {other!r}", carry=learned)
-
-    def _switch(self, why: str, carry: bool = False) -> None:
-        """Answer through a multiclass classifier from now on (``why``: what showed it);
-        ``carry``: continuing what the binary side learned."""
-        from streamcal.learner.multiclassifier import VennAbersMultiClassifier
-
-        head = f"{why} makes this a multiclass stream, but"
-        if self.protect not in (False, None):
-            raise ValueError(
-                f"{head} protect= is for binary labels (multiclass protection is not built "
-                "yet): drop protect=, or give the labels as False/True"
-            )
-        if self.mode != "pretrained":
-            raise ValueError(
-                f"{head} mode {self.mode!r} is binary only (multiclass: 'pretrained'); "
-                "see VennAbersMultiClassifier"
-            )
-        if self.fallback is not None:
-            raise ValueError(f"{head} fallback={self.fallback!r} is binary only (the multiclass "
-                             "side answers cold categories from the pooled set)")
-        if not getattr(self.model, "_multiclass", False):
-            model = self.model
-            if isinstance(model, compose.Pipeline):  # the last step decides
-                model = list(model.steps.values())[-1]
-            raise ValueError(
-                f"{head} the model {type(model).__name__} is binary only: wrap a "
-                "multiclass model (GaussianNB, a Hoeffding tree...), or give the labels as "
-                "False/True"
-            )
-        self._multi = VennAbersMultiClassifier(
-            self.model,
-            mode=self.mode,
-            merge=self.merge,
-            window=self.window,
-            refresh_every=self.refresh_every,
-            by=self.by,
-            max_categories=self.max_categories,
-            label_horizon=self.label_horizon,
-            label_default=self.label_default,
-        )
-        self._multi.warn_unlearned = self._warn_unlearned
-        if carry:
-            st = self._state
-            if st.guard.unlearned:  # reports of the binary side: taken before it goes
-                self._take_reports(st.guard)
-            self._multi._unlearned = self._unlearned
-            carry_over(st, self._multi)
-        self._multi._horizon, self._horizon = self._horizon, None  # its waiting labels too
-
-    def _multiclass_model(self, x: dict) -> bool:
-        """Whether, before any label, the wrapped model already predicts other classes than
-        False/True for ``x``: then the classifier turns multiclass (True)."""
-        if self._multi is not None or not self._learned_nothing():
-            return False
-        proba = self.model.predict_proba_one(dict(x))
-        others = [c for c in proba if not _is_binary(c)]
-        if not others:
-            return False
-        self._switch(f"the model's classes {sorted(proba, key=repr)!r}")
-        return True
-
-    @property
-    def alarm(self) -> bool:
-        """With ``protect``: True once the alarm's conformal test martingale (any
-        category's, with ``by``) reached 1 / alpha (sticky); False without ``protect``."""
-        return self._protection is not None and self._protection.alarm_at is not None
-
-    @property
-    def alarm_at(self) -> int | None:
-        """With ``protect``: the number of labels learned when the alarm fired (None
-        before, and without ``protect``)."""
-        return None if self._protection is None else self._protection.alarm_at
-
-    @property
-    def log_martingale(self) -> float | None:
-        """With ``protect``: ln of the alarm's test martingale against exchangeability
-        (with ``by``, the largest over the categories); None without ``protect``."""
-        return None if self._protection is None else self._protection.log_martingale
-
-    @property
-    def alarm_onset(self) -> int | None:
-        """With ``protect``, once the alarm fired: the label count where the change is
-        estimated to have begun (None before, and without ``protect``)."""
-        return None if self._protection is None else self._protection.alarm.onset
-
-    @property
-    def protection_gain(self) -> float | None:
-        """With ``protect``: what protection gained, the Venn-Abers p's cumulative log loss
-        minus the protected p's (labels in order; summed over the categories). None
-        without ``protect``; 0 with ``"recalibrate": False``."""
-        return None if self._protection is None else self._protection.protection_gain
-
-    @property
-    def protectors(self) -> Mapping:
-        """With ``protect``: the protector of each category (``None`` without ``by``),
-        created at its first label; empty without ``protect``. A read-only view (no
-        copy: looking up one category costs O(1) however many there are)."""
-        if self._protection is None:
-            return MappingProxyType({})
-        return MappingProxyType(self._protection.protectors)
-
-    @property
-    def alarms(self) -> Mapping:
-        """With ``protect``: the alarm (``streamcal.core.ConformalAlarm``) of each category
-        (``None`` without ``by``), created at its first label; empty without ``protect``.
-        A live read-only view."""
-        if self._protection is None:
-            return MappingProxyType({})
-        return self._protection.alarm.alarms
-
-    def _protect_category(self, x: dict, kwargs):
-        """x's category for the protection, with ``by`` (callers skip the call without)."""
-        return kwargs["category"] if "category" in kwargs else self._state.category(x)
 
     def predict_interval_one(self, x: dict, **kwargs) -> VennAbersInterval:
         """The Venn-Abers pair for ``x``, its merge and the raw model score.
@@ -516,8 +365,28 @@ class VennAbersClassifier(VennAbersWrapper):
 
         Once multiclass (``task``), a ``MulticlassPrediction``.
         """
-        if self._multi is not None:
-            return self._multi.predict_interval_one(x, **kwargs)
+        if self._multi is None:
+            pair = self._pair(x, kwargs)
+            if pair is not None:
+                score, p0, p1, p = pair
+                if self._protection is None:
+                    return VennAbersInterval(p0, p1, p, score)
+                return VennAbersInterval(p0, p1, p, score, self._protected(x, kwargs, p))
+        return self._multi.predict_interval_one(x, **kwargs)
+
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        if self._multi is None:
+            pair = self._pair(x, kwargs)
+            if pair is not None:
+                p = pair[3]
+                if self._protection is not None:
+                    p = self._protected(x, kwargs, p)
+                return {False: 1.0 - p, True: p}
+        return self._multi.predict_proba_one(x, **kwargs)
+
+    def _pair(self, x: dict, kwargs) -> tuple | None:
+        """(score, p0, p1, their merge p) for ``x``, the base p of a binary prediction; None
+        if the model's classes turned the classifier multiclass just now."""
         check_features(x)
         if self._horizon is not None:
             self._mature()
@@ -526,35 +395,11 @@ class VennAbersClassifier(VennAbersWrapper):
             score, p0, p1 = st.predict(x, *self._category(kwargs)) if kwargs else st.predict(x)
         except ValueError:
             if self._multiclass_model(x):
-                return self._multi.predict_interval_one(x, **kwargs)
+                return None
             raise
         p = SCALAR_MERGES[self.merge](p0, p1)
         self._predicted(x, kwargs, p)
-        prot = self._protection
-        if prot is None:
-            return VennAbersInterval(p0, p1, p, score)
-        category = None if self.by is None else self._protect_category(x, kwargs)
-        return VennAbersInterval(p0, p1, p, score, prot.give(category, x, p))
-
-    def predict_proba_one(self, x: dict, **kwargs) -> dict:
-        if self._multi is not None:
-            return self._multi.predict_proba_one(x, **kwargs)
-        check_features(x)
-        if self._horizon is not None:
-            self._mature()
-        try:
-            _, p0, p1 = self._state.predict(x, *self._category(kwargs))
-        except ValueError:
-            if self._multiclass_model(x):
-                return self._multi.predict_proba_one(x, **kwargs)
-            raise
-        p = SCALAR_MERGES[self.merge](p0, p1)
-        self._predicted(x, kwargs, p)
-        prot = self._protection
-        if prot is not None:
-            category = None if self.by is None else self._protect_category(x, kwargs)
-            p = prot.give(category, x, p)
-        return {False: 1.0 - p, True: p}
+        return score, p0, p1, p
 
     def predict_one(self, x: dict, **kwargs):
         """The class of highest probability in ``predict_proba_one`` (the protected one
@@ -563,7 +408,7 @@ class VennAbersClassifier(VennAbersWrapper):
             return self._multi.predict_one(x, **kwargs)
         proba = self.predict_proba_one(x, **kwargs)
         if self._multi is not None:  # the model's classes turned it multiclass just now
-            return max(proba, key=proba.get) if proba else None
+            return top_class(proba)
         return proba[True] > 0.5
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
@@ -599,19 +444,7 @@ class VennAbersClassifier(VennAbersWrapper):
             return
         prot = self._protection
         if prot is not None:
-            base = kwargs.pop("p", None)  # kwargs is this call's own dict
-            category = None if self.by is None else self._protect_category(x, kwargs)
-            copy = prot.observe(category, self._state, x, y, before=True)
-        if prot is not None and prot.recalibrate:
-            if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
-                base = check_probability(base)  # only if not plainly valid, as the protector
-            if prot.lookup:
-                remembered = prot.recall(category, x)  # forgotten, whether p= is given or not
-                if base is None:
-                    base = remembered
-            if base is None:  # not given nor remembered: the p x gets now, before its label
-                _, p0, p1 = self._state.predict(x, *self._category(kwargs))
-                base = SCALAR_MERGES[self.merge](p0, p1)
+            before = self._before_learning(x, y, kwargs)  # takes p= out of kwargs
         st = self._state
         if kwargs:
             st.learn(x, y, *self._category(kwargs))
@@ -620,223 +453,4 @@ class VennAbersClassifier(VennAbersWrapper):
         if st.guard.unlearned and self._take_reports(st.guard):
             return  # this label was refused as a whole: the protector does not learn it
         if prot is not None:  # after the model's learn: a model error leaves all unchanged
-            prot.learn(category, base, y)
-            prot.observe(category, self._category_state(category), x, y, before=False,
-                         copy=copy)  # fmt: skip
-
-    def _category_state(self, category):
-        """The mode state that scores ``category`` (the whole state without ``by``; None
-        for a category not labelled yet)."""
-        st = self._state
-        return st if self.by is None else st.categories.get(category)
-
-    # ------------------------------------------------------------------ mini-batches
-    def predict_proba_many(self, X, **kwargs):
-        """``predict_proba_one`` of every row of the ``pandas.DataFrame`` X, as a
-        ``DataFrame`` indexed as X with columns ``False`` and ``True`` (the classes, once
-        multiclass). The same numbers as row by row, computed with one batched scoring
-        where the model has one and one store pass (``streamcal.learner.minibatch``)."""
-        _no_keywords(kwargs)
-        batch = Batch(X)
-        if self._multi is None and len(batch) and self._learned_nothing():
-            self._multiclass_model(batch.rows()[0])
-        if self._multi is not None:
-            return self._multi.predict_proba_many(X)
-        return batch.proba_frame([False, True], _columns(self._probabilities(batch)))
-
-    def _probabilities(self, batch) -> list[float]:
-        """The probability of True for every row (protected with ``protect``)."""
-        if self._horizon is not None:  # a batch is predicted with what matured before it
-            self._mature()
-        p0, p1 = self._state.pairs_many(batch)
-        merge = SCALAR_MERGES[self.merge]
-        ps = [merge(a, b) for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
-        if self._horizon is not None or self.watch_delays:
-            for x, p in zip(batch.rows(), ps, strict=True):
-                self._predicted(x, {}, p)
-        prot = self._protection
-        if prot is not None:
-            rows = batch.rows()
-            if self.by is None:
-                ps = [prot.give(None, x, p) for x, p in zip(rows, ps, strict=True)]
-            else:
-                category = self._state.category
-                ps = [prot.give(category(x), x, p) for x, p in zip(rows, ps, strict=True)]
-        return ps
-
-    def predict_many(self, X, **kwargs):
-        """``predict_one`` of every row of X, as a ``pandas.Series`` indexed as X."""
-        _no_keywords(kwargs)
-        batch = Batch(X)
-        if self._multi is None and len(batch) and self._learned_nothing():
-            self._multiclass_model(batch.rows()[0])
-        if self._multi is not None:
-            return self._multi.predict_many(X)
-        return batch.series([p > 0.5 for p in self._probabilities(batch)])
-
-    def learn_many(self, X, y, **kwargs) -> None:
-        """``learn_one`` of every row of the ``pandas.DataFrame`` X with its label in ``y``
-        (a ``Series``, by position): the calibration set takes every row in order; the
-        model learns as river's ``learn_many`` does where it has one, else row by row
-        (``streamcal.learner.minibatch``). Labels that are not all binary turn the
-        classifier multiclass, as in ``learn_one``. Every label and every feature is
-        checked before anything is learned: an error names the row, and leaves the
-        classifier as it was."""
-        _no_keywords(kwargs)
-        batch = Batch(X)
-        labels = batch.labels(y)
-        if self._multi is None:
-            try:
-                labels = [check_label(v) for v in labels]
-            except ValueError:
-                labels = take_labels(labels, batch.frame.index)  # raises naming the row
-                if all(is_binary(v) for v in labels):
-                    labels = [int(v) for v in labels]
-                else:
-                    self._take_multiclass(labels)  # turns multiclass, or raises
-        if self._multi is not None:
-            return self._multi._learn_batch(batch, labels)
-        rows = batch.rows()
-        st = self._state
-        if self._horizon is not None:  # every row waits for its prediction to mature
-            for x, y in zip(rows, labels, strict=True):
-                self.learn_one(x, y)
-            return
-        if self._protection is None:
-            st.learn_many(rows, labels, batch=batch)
-            if st.guard.unlearned:
-                self._take_reports(st.guard)
-            return
-        # With protection every row is learn_one's (its base p, its protector's label);
-        # in the default mode the model still learns the batch as one (begin_batch).
-        if hasattr(st, "begin_batch"):
-            st.begin_batch(len(rows))
-        for x, y in zip(rows, labels, strict=True):
-            self.learn_one(x, y)
-
-    def to_state(self) -> dict:
-        """The classifier as plain data: settings, the river model's own pickle, and the
-        mode's state (numbers, arrays, feature dicts). ``from_state`` rebuilds it.
-
-        >>> from river import linear_model
-        >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), window=3)
-        >>> for i in range(5):
-        ...     clf.learn_one({"a": float(i)}, i % 2)
-        >>> copy = VennAbersClassifier.from_state(clf.to_state())
-        >>> copy.predict_interval_one({"a": 2.5}) == clf.predict_interval_one({"a": 2.5})
-        True
-
-        Once multiclass, the ``VennAbersMultiClassifier`` state under ``"task":
-        "multiclass"`` (a binary state has no ``task``: it is what it always was).
-        """
-        if self._multi is not None:
-            return {"task": "multiclass", **self._multi.to_state()}
-        self._settle()
-        return {
-            **self._settings_state(),
-            "min_category": self.min_category,
-            "fallback": self.fallback,
-            "max_categories": self.max_categories,
-            "protect": self.protect,
-            "protection": None if self._protection is None else self._protection.to_state(),
-            **self._horizon_state(),
-            "model": self._model_state(),
-            "mode_state": self._state.to_state(),
-        }
-
-    @classmethod
-    def from_state(cls, state: dict, *, by=None) -> VennAbersClassifier:
-        """The classifier ``to_state`` described (unpickles the model: trusted input only).
-
-        A callable ``by`` is not plain data: pass it again as ``by=``.
-
-        >>> from river import linear_model
-        >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), window=3, by="g")
-        >>> for i in range(9):
-        ...     clf.learn_one({"a": float(i), "g": i % 2}, i % 3 == 0)
-        >>> copy = VennAbersClassifier.from_state(clf.to_state())
-        >>> x = {"a": 2.5, "g": 1}
-        >>> copy.predict_interval_one(x) == clf.predict_interval_one(x)
-        True
-        """
-        if state.get("task") == "multiclass":
-            from streamcal.learner.multiclassifier import VennAbersMultiClassifier
-
-            multi = VennAbersMultiClassifier.from_state(state, by=by)
-            clf = cls(
-                multi.model,
-                **cls._settings_from_state(state, by),
-                max_categories=state["max_categories"],
-                **cls._horizon_settings(state),
-            )
-            clf._horizon = None  # the multiclass side's answers (and waits)
-            clf._multi = multi
-            return clf
-        settings = cls._settings_from_state(state, by)
-        model = cls._model_from_state(state)
-        clf = cls(
-            model,
-            **settings,
-            min_category=state["min_category"],
-            fallback=state["fallback"],
-            max_categories=state["max_categories"],
-            protect=state.get("protect", False),  # states saved before protection: off
-            **cls._horizon_settings(state),
-        )
-        clf._state = _new_mode_state(model, clf.settings, state["mode_state"])
-        if state.get("protection") is not None:
-            bound = clf.max_categories if clf.by is not None else None
-            clf._protection = Protection.from_state(
-                state["protection"], max_categories=bound, lookup=clf._protection.lookup,
-                mode=clf.mode, period=snapshot_period(clf.window),
-            )
-        clf._restore_horizon(state)
-        return clf
-
-
-def _is_binary(label) -> bool:
-    """Whether ``label`` is a binary label (``check_label`` takes it)."""
-    try:
-        check_label(label)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_integer(label) -> bool:
-    """Whether a taken label is an integer class (not a bool)."""
-    return isinstance(label, Integral) and not isinstance(label, bool)
-
-
-def _columns(ps: list[float]) -> list[list[float]]:
-    """The False and True columns of probabilities ``ps`` of True (as ``predict_proba_one``)."""
-    return [[1.0 - p for p in ps], ps]
-
-
-_MODE_CLASSES = {"pretrained": PretrainedVennAbers, "sva": SimplifiedVennAbers, "va": VennAbers}
-
-
-def _new_mode_state(model, settings: ClassifierSettings, state: dict | None = None):
-    """The mode object of ``settings`` scoring with ``model``: empty, or the one ``state``
-    (its ``to_state()``) describes."""
-    refresh = settings.refresh_period
-    if settings.by is not None:
-        mondrian = {
-            "mode": settings.mode,
-            "window": settings.window,
-            "refresh_every": refresh,
-            "by": settings.by,
-            "min_category": settings.category_minimum,  # the defaults resolved
-            "fallback": "pooled" if settings.pooled else None,
-            "max_categories": settings.max_categories,
-        }
-        if state is None:
-            return MondrianVennAbers(model, **mondrian)
-        return MondrianVennAbers.from_state(state, model=model, **mondrian)
-    if state is not None:
-        return _MODE_CLASSES[settings.mode].from_state(state, model=model)
-    if settings.mode == "pretrained":
-        return PretrainedVennAbers(model, settings.window, refresh)
-    if settings.mode == "sva":
-        return SimplifiedVennAbers(model, settings.window, refresh)
-    return VennAbers(model, settings.window)
+            self._after_learning(x, y, before)

@@ -36,7 +36,7 @@ import numpy as np
 
 from streamcal.core.validate import short_repr
 
-__all__ = ["is_binary", "take_label", "take_labels"]
+__all__ = ["is_binary", "take_label", "take_labels", "top_class"]
 
 
 def take_label(y):
@@ -93,3 +93,13 @@ def is_binary(y) -> bool:
     (True, True, False, False)
     """
     return y is True or y is False or (type(y) is int and (y == 0 or y == 1))
+
+
+def top_class(proba: dict):
+    """The class of largest probability in ``proba`` (the first on ties, as river's
+    ``predict_one``), or None for an empty dict.
+
+    >>> top_class({"a": 0.25, "b": 0.5, "c": 0.5}), top_class({})
+    ('b', None)
+    """
+    return max(proba, key=proba.get) if proba else None

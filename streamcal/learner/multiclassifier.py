@@ -13,7 +13,7 @@ from streamcal.core.multiclass import scheme_class
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
 from streamcal.learner.horizon import Horizon
-from streamcal.learner.labels import take_label, take_labels
+from streamcal.learner.labels import take_label, take_labels, top_class
 from streamcal.learner.minibatch import Batch
 from streamcal.learner.minibatch import no_keywords as _no_keywords
 from streamcal.learner.modes import DEFAULT_MODE
@@ -295,7 +295,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     def predict_one(self, x: dict, **kwargs):
         """The class of highest probability in ``predict_proba_one`` (the first seen on
         ties), None before any class is known."""
-        return _argmax(self.predict_proba_one(x, **kwargs))
+        return top_class(self.predict_proba_one(x, **kwargs))
 
     def predict_interval_one(self, x: dict, **kwargs) -> MulticlassPrediction | None:
         """The ``MulticlassPrediction`` for ``x`` (None before any class is known)."""
@@ -413,7 +413,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         """``predict_one`` of every row of X, as a ``pandas.Series`` indexed as X."""
         _no_keywords(kwargs)
         batch = Batch(X)
-        return batch.series([_argmax(p) for p in self._probas(batch)])
+        return batch.series([top_class(p) for p in self._probas(batch)])
 
     def learn_many(self, X, y, **kwargs) -> None:
         """``learn_one`` of every row of X with its label in ``y`` (by position): the
@@ -487,8 +487,3 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         clf._restore_horizon(state)
         return clf
 
-
-def _argmax(proba: dict):
-    """The key of the largest value (the first on ties, as river's ``predict_one``), or
-    None for an empty dict."""
-    return max(proba, key=proba.get) if proba else None

@@ -1,8 +1,9 @@
 """A classifier's protection: its protectors (one, or one per category), the base p it gave,
 and its alarm.
 
-``VennAbersClassifier(..., protect=True)`` keeps one of these. Two things live here, with
-separate promises:
+``VennAbersClassifier(..., protect=True)`` keeps one of these; ``Protected`` is the
+classifier's side of it (its read-outs, and what a prediction and a label give it). Two
+things live here, with separate promises:
 
 * **The protectors** (``streamcal.core.Protector``): the protected probability, whose
   cumulative log loss is the base p's minus ``ln S`` of its protector. That ln S is what
@@ -44,13 +45,16 @@ probability at most k alpha.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
 
-from streamcal.core import Protector
+from streamcal.core import SCALAR_MERGES, Protector
+from streamcal.core.protector import check_probability
 from streamcal.learner.alarm import ALARM_KEYS, Alarm, snapshot_period
 from streamcal.learner.scoring import FeatureOrder
 from streamcal.learner.settings import check_protect
 
-__all__ = ["MAX_GIVEN", "Protection", "check_protect"]
+__all__ = ["MAX_GIVEN", "Protected", "Protection", "check_protect"]
 
 MAX_GIVEN = 10_000  # predictions whose base p is remembered, for late labels
 
@@ -247,3 +251,115 @@ class Protection:
         self.n = state["n"]
         self.gain = state.get("gain", sum(p.log_martingale for p in self.protectors.values()))
         return self
+
+
+class Protected:
+    """The protection as ``VennAbersClassifier`` shows and feeds it: its read-outs, the
+    protected p of a prediction, and a label's way to the protectors and alarms. A mixin:
+    it reads the classifier's ``_protection`` (None without ``protect``), ``_state``,
+    ``by`` and ``merge``."""
+
+    # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
+    protect: bool | dict = False
+    _protection: Protection | None = None
+
+    @property
+    def alarm(self) -> bool:
+        """With ``protect``: True once the alarm's conformal test martingale (any
+        category's, with ``by``) reached 1 / alpha (sticky); False without ``protect``."""
+        return self._protection is not None and self._protection.alarm_at is not None
+
+    @property
+    def alarm_at(self) -> int | None:
+        """With ``protect``: the number of labels learned when the alarm fired (None
+        before, and without ``protect``)."""
+        return None if self._protection is None else self._protection.alarm_at
+
+    @property
+    def log_martingale(self) -> float | None:
+        """With ``protect``: ln of the alarm's test martingale against exchangeability
+        (with ``by``, the largest over the categories); None without ``protect``."""
+        return None if self._protection is None else self._protection.log_martingale
+
+    @property
+    def alarm_onset(self) -> int | None:
+        """With ``protect``, once the alarm fired: the label count where the change is
+        estimated to have begun (None before, and without ``protect``)."""
+        return None if self._protection is None else self._protection.alarm.onset
+
+    @property
+    def protection_gain(self) -> float | None:
+        """With ``protect``: what protection gained, the Venn-Abers p's cumulative log loss
+        minus the protected p's (labels in order; summed over the categories). None
+        without ``protect``; 0 with ``"recalibrate": False``."""
+        return None if self._protection is None else self._protection.protection_gain
+
+    @property
+    def protectors(self) -> Mapping:
+        """With ``protect``: the protector of each category (``None`` without ``by``),
+        created at its first label; empty without ``protect``. A read-only view (no
+        copy: looking up one category costs O(1) however many there are)."""
+        if self._protection is None:
+            return MappingProxyType({})
+        return MappingProxyType(self._protection.protectors)
+
+    @property
+    def alarms(self) -> Mapping:
+        """With ``protect``: the alarm (``streamcal.core.ConformalAlarm``) of each category
+        (``None`` without ``by``), created at its first label; empty without ``protect``.
+        A live read-only view."""
+        if self._protection is None:
+            return MappingProxyType({})
+        return self._protection.alarm.alarms
+
+    def _protect_category(self, x: dict, kwargs):
+        """x's category for the protection, with ``by`` (callers skip the call without)."""
+        return kwargs["category"] if "category" in kwargs else self._state.category(x)
+
+    def _protected(self, x: dict, kwargs, p: float) -> float:
+        """The protected p of base p ``p`` just given for ``x`` (with ``protect``)."""
+        category = None if self.by is None else self._protect_category(x, kwargs)
+        return self._protection.give(category, x, p)
+
+    def _protected_many(self, rows: list[dict], ps: list[float]) -> list[float]:
+        """``_protected`` of every row of a mini-batch, base p ``ps``."""
+        give = self._protection.give
+        if self.by is None:
+            return [give(None, x, p) for x, p in zip(rows, ps, strict=True)]
+        category = self._state.category
+        return [give(category(x), x, p) for x, p in zip(rows, ps, strict=True)]
+
+    def _category_state(self, category):
+        """The mode state that scores ``category`` (the whole state without ``by``; None
+        for a category not labelled yet)."""
+        st = self._state
+        return st if self.by is None else st.categories.get(category)
+
+    def _before_learning(self, x: dict, y: int, kwargs) -> tuple:
+        """Before the model learns label ``y`` of ``x``: (x's category, the base p given
+        for x, the alarm's look at x before). ``kwargs`` (the call's own dict) loses its
+        ``p=``; the base p is that one, else the one remembered (forgotten either way),
+        else the p x gets now, before its label (see the module docstring)."""
+        prot = self._protection
+        base = kwargs.pop("p", None)
+        category = None if self.by is None else self._protect_category(x, kwargs)
+        copy = prot.observe(category, self._state, x, y, before=True)
+        if prot.recalibrate:
+            if base is not None and (type(base) is not float or not 0.0 <= base <= 1.0):
+                base = check_probability(base)  # only if not plainly valid, as the protector
+            if prot.lookup:
+                remembered = prot.recall(category, x)
+                if base is None:
+                    base = remembered
+            if base is None:
+                _, p0, p1 = self._state.predict(x, *self._category(kwargs))
+                base = SCALAR_MERGES[self.merge](p0, p1)
+        return category, base, copy
+
+    def _after_learning(self, x: dict, y: int, before: tuple) -> None:
+        """After the model learned ``y`` of ``x`` (a model error leaves all unchanged):
+        the protector and the alarm learn it (``before``: ``_before_learning``'s)."""
+        category, base, copy = before
+        prot = self._protection
+        prot.learn(category, base, y)
+        prot.observe(category, self._category_state(category), x, y, before=False, copy=copy)

@@ -107,7 +107,7 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
     @property
     def calibration_size(self) -> int:
         """Number of labelled objects in the calibration set right now (all categories')."""
-        return self._state.calibration_size
+        return self._answering()._state.calibration_size
 
     # ------------------------------------------------------------------ label horizon
     # streamcal.learner.horizon; classifiers pickled before it have none
