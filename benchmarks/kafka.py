@@ -237,19 +237,17 @@ def cpu_us(fn, n: int) -> float:
     to the part timed."""
     import gc
 
-    from streamcal.stream.processor import _GC_GEN0
+    from streamcal.stream.gc_tuning import GcTuning
 
     gc.collect()
-    gc.freeze()
-    threshold = gc.get_threshold()
-    gc.set_threshold(_GC_GEN0, *threshold[1:])
+    tuning = GcTuning()
+    tuning.start()
     try:
         t = time.process_time()
         fn()
         return 1e6 * (time.process_time() - t) / n
     finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+        tuning.stop()
 
 
 KAFKA_VARIANTS = (  # name, consume, produce, producer in a child process

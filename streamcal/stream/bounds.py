@@ -54,6 +54,18 @@ class BoundWatch:
         self.config = config
         self._told: dict = {}  # unit -> (time, evicted, labels_lost) of its last report
 
+    def start(self) -> None:
+        """Say the bounds in bytes, at the start of a run (the delay they hold is said once
+        the event rate is known: ``observe``)."""
+        cfg = self.config
+        log.info(
+            "waiting bounds: predictions %s (--pending-max-bytes), labels %s "
+            "(--label-wait-max-bytes); the label delay they hold is logged once the event "
+            "rate is known", size_text(cfg.pending_max_bytes), size_text(cfg.label_wait_max_bytes),
+            extra={"event": "bounds", "pending_max_bytes": cfg.pending_max_bytes,
+                   "label_wait_max_bytes": cfg.label_wait_max_bytes},
+        )  # fmt: skip
+
     def observe(self, line: dict) -> None:
         """Look at a unit's metric line (its counters, sizes and event rate)."""
         unit = line["unit"]

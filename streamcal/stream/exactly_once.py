@@ -68,6 +68,8 @@ from __future__ import annotations
 
 import logging
 
+from streamcal.stream.kafka.port import TopicPartition
+
 __all__ = ["ExactlyOnce"]
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,18 @@ class ExactlyOnce:
                 ", ".join(f"{t}[{p}] {lo} > {c}" for t, p, lo, c in ahead),
                 extra={"event": "local_ahead", "partitions": ahead},
             )  # fmt: skip
+
+    def resume_units(self, units, offset_of) -> None:
+        """``resume`` for the input partitions of ``units`` (with ``--scope global``: every
+        partition the inputs read), each at ``offset_of(topic, partition)``: where its
+        unit goes on from."""
+        cfg = self.inputs.config
+        if cfg.scope == "global":
+            tps = self.inputs.partitions()
+        else:
+            tps = [TopicPartition(t, u) for u in units for t in (cfg.events_topic,
+                                                                 cfg.labels_topic)]  # fmt: skip
+        self.resume({tp: offset_of(tp.topic, tp.partition) for tp in tps})
 
     @property
     def replaying(self) -> bool:

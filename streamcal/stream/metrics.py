@@ -29,7 +29,10 @@ from streamcal.monitoring.log_file import open_for_append
 from streamcal.stream.bounds import BoundWatch
 from streamcal.stream.unit import GLOBAL_UNIT
 
-__all__ = ["MetricEmitter", "features_of", "metric_line"]
+__all__ = ["MergeCounts", "MetricEmitter", "features_of", "metric_line", "prometheus_exporter",
+           "total"]
+
+_TOTALS = ("events", "labels", "dead_letters")  # a periodic line is sent when these change
 
 
 def metric_line(values: dict, unit: int | None, instance: str, features=()) -> dict:
@@ -70,6 +73,51 @@ def features_of(config) -> tuple:
     )
 
 
+def total(units: dict, count: str) -> int:
+    """The sum of the counter ``count`` over ``units`` (unit id -> unit)."""
+    return sum(unit.counts[count] for unit in units.values())
+
+
+def prometheus_exporter(config):
+    """The exporter's class when ``config`` has a ``metrics_port`` (else None): told now,
+    with ``ValueError``, if the exporter cannot be had."""
+    if config.metrics_port is None:
+        return None
+    try:
+        from streamcal.monitoring.prometheus import PrometheusExporter
+    except ImportError as exc:
+        raise ValueError(f"metrics_port: Prometheus exporter unavailable: {exc}") from None
+    return PrometheusExporter
+
+
+class MergeCounts:
+    """The ordered merge's counters in the metric lines (``streamcal.stream.kafka.
+    ordering``): its stalls, and by unit (unit -> count) the records that came too late
+    for the order, the positions the broker's log no longer held and the input offsets
+    passed over unread. They outlive the merges and the runs.
+
+    >>> counts = MergeCounts()
+    >>> counts.late[3] = 2
+    >>> counts(3)
+    {'merge_stalls': 0, 'late_arrivals': 2, 'lost_input': 0, 'skipped_offsets': 0}
+    """
+
+    def __init__(self):
+        self.stalls = 0
+        self.late: dict = {}
+        self.lost: dict = {}
+        self.skipped: dict = {}
+
+    def __call__(self, unit: int | None) -> dict:
+        """The counters in ``unit``'s metric line."""
+        return {
+            "merge_stalls": self.stalls,
+            "late_arrivals": self.late.get(unit, 0),
+            "lost_input": self.lost.get(unit, 0),
+            "skipped_offsets": self.skipped.get(unit, 0),
+        }
+
+
 class MetricEmitter:
     """Make the metric lines of a processor's units and send them (see the module
     docstring). ``start`` opens the outputs; until then, lines are only made."""
@@ -93,8 +141,9 @@ class MetricEmitter:
 
     def start(self, units: dict, on_metrics=None) -> None:
         """Open the outputs (the outbox is set once the processor has one); measure the
-        rates of ``units`` from now."""
+        rates of ``units`` from now; say the waiting bounds in the log."""
         cfg = self.config
+        self.bounds.start()
         self.on_metrics = on_metrics
         if cfg.metrics_file and cfg.metrics_file.lower() != "none":
             if cfg.metrics_file == "-":
@@ -106,8 +155,7 @@ class MetricEmitter:
             self.exporter = self.exporter_class(cfg.metrics_port, addr=cfg.metrics_addr)
         self.last_line_counts = None
         self.last_line_at = time.monotonic()
-        for u, unit in units.items():
-            self.mark(u, unit.counts["events"])
+        self.mark_all(units)
 
     def close(self) -> None:
         if self.exporter is not None:
@@ -121,17 +169,23 @@ class MetricEmitter:
         """Measure the event rate of ``unit`` from now (and ``events``) on."""
         self._rate_marks[unit] = (time.monotonic(), events)
 
-    def due(self, now: float, totals) -> tuple | None:
-        """The ``totals()`` (events, labels, dead letters) if the periodic lines are due at
-        ``now`` (monotonic): ``metrics_interval`` has passed and the totals differ from
-        the last lines' (the caller sets ``last_line_counts`` once it has sent them)."""
+    def mark_all(self, units: dict) -> None:
+        """``mark`` each of ``units`` (unit id -> unit) at its events."""
+        for u, unit in units.items():
+            self.mark(u, unit.counts["events"])
+
+    def emit_due(self, now: float, units: dict, merge_of) -> None:
+        """Send the periodic lines of ``units`` (as ``emit_all``) if they are due at
+        ``now`` (monotonic): ``metrics_interval`` has passed and the totals of their
+        events, labels and dead letters differ from the last lines'."""
         if now - self.last_line_at < self.config.metrics_interval:
-            return None
-        counts = totals()
+            return
+        counts = tuple(total(units, k) for k in _TOTALS)
         if counts == self.last_line_counts:
             self.last_line_at = now  # nothing new: look again one interval later
-            return None
-        return counts
+            return
+        self.emit_all(units, merge_of)
+        self.last_line_counts = counts
 
     def line(self, unit: int | None, snapshot: dict, merge: dict) -> dict:
         """The current metric line of ``unit``, whose snapshot is ``snapshot``; ``merge``
@@ -149,6 +203,17 @@ class MetricEmitter:
             "version": self.version,
         }
         return metric_line(values, unit, self.instance, self.features)
+
+    def current(self, units: dict, unit: int | None, unit_class, merge_of) -> dict:
+        """The current line of ``unit`` among ``units`` (unit id -> unit), with
+        ``merge_of(unit)`` as its merge counters; with ``--scope partition`` and no unit
+        given, of the lowest one held. A unit not held (yet): the line of an empty
+        ``unit_class``."""
+        if unit is GLOBAL_UNIT and self.config.scope == "partition":
+            unit = min(units) if units else GLOBAL_UNIT
+        held = units.get(unit)
+        snapshot = unit_class.empty_snapshot(self.config) if held is None else held.snapshot()
+        return self.line(unit, snapshot, merge_of(unit))
 
     def emit(self, unit: int | None, snapshot: dict, categories, merge: dict, classes=None) -> dict:
         """Make the line of ``unit`` and send it, then its per-category lines

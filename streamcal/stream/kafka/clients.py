@@ -30,6 +30,7 @@ __all__ = [
     "input_consumer",
     "input_partitions",
     "outbox",
+    "outbox_checked",
     "partition_count",
     "producer",
     "transaction_timeout_ms",
@@ -120,6 +121,16 @@ def outbox(config, instance: str | None = None):
         out["transaction_timeout_ms"] = transaction_timeout_ms(config.checkpoint_interval)
         return sink.TransactionalProcess(out) if child else sink.TransactionalOutbox(out)
     return sink.ProducerProcess(out) if child else sink.Outbox(out)
+
+
+def outbox_checked(config, instance: str | None = None):
+    """``outbox``, as the processor's first client: a TLS or SASL set-up that cannot work
+    is told first, naming the setting to check (``SetupError``), not after the clients'
+    30 s of retries."""
+    from streamcal.stream.kafka.preflight import check_broker
+
+    check_broker(config.kafka_client_settings())
+    return outbox(config, instance)
 
 
 def transactional_id(config, instance: str | None = None) -> str:

@@ -93,14 +93,14 @@ class Inputs:
         return membership.take_new()
 
     def remerge(self, offset_of, tps=None) -> None:
-        """A new merge over ``tps`` (default: the assigned partitions), each read from
-        ``offset_of(topic, partition)``, or from its start when that is None (nothing of
-        it read yet)."""
+        """A new merge over ``tps`` (default: the assigned partitions; with ``--scope
+        global``, the current merge's), each read from ``offset_of(topic, partition)``, or
+        from its start when that is None (nothing of it read yet)."""
         from streamcal.stream.kafka.ordering import OrderedMerge
 
         cfg = self.config
         if tps is None:
-            tps = self.membership.partitions()
+            tps = self.partitions() if self.membership is None else self.membership.partitions()
         if not tps:
             self.merge = None
             return
@@ -147,6 +147,15 @@ class Inputs:
 
     def caught_up(self) -> bool:
         return self.merge is not None and self.merge.caught_up()
+
+    def done(self, idle: float, max_idle_s: float | None) -> bool:
+        """Whether a run that stops after ``max_idle_s`` seconds without a record (None:
+        never) stops after ``idle`` seconds: idle means caught up; before that (start-up,
+        a backlog still being fetched) it waits longer, but not forever (a broker that
+        went away)."""
+        if max_idle_s is None or idle < max_idle_s:
+            return False
+        return self.caught_up() or idle >= max(60.0, 10 * max_idle_s)
 
     def keep(self) -> None:
         """Stay in the group (the lock polls now and then)."""

@@ -28,16 +28,18 @@ stores committed, so that a local state is never ahead of what Kafka committed.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import shutil
 import time
 from pathlib import Path
 
 from streamcal.stream.kafka import clients
+from streamcal.stream.models import find_model
 from streamcal.stream.state import marker
 from streamcal.stream.state.checkpoint import CheckpointStore, seal, unseal
 from streamcal.stream.state.errors import CheckpointError, DamagedStore
-from streamcal.stream.state.kv import KVStore
+from streamcal.stream.state.kv import KVStore, check_directory
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit
 
 __all__ = ["SNAPSHOT", "UnitStates"]
@@ -154,10 +156,26 @@ class UnitStates:
         if state is not None and state.get("legacy") is not None:
             self.changed.add(unit)  # imported into the store: commit it at the next checkpoint
 
-    def restore_global(self) -> bool:
-        """Hold the global unit, from its local state if there is one (then True) or new."""
+    def offset(self, topic: str, partition: int) -> int | None:
+        """Where the unit held that reads ``topic``'s ``partition`` goes on from (None:
+        from the start, nothing of it read yet)."""
+        unit = self.held[GLOBAL_UNIT if self.config.scope == "global" else partition]
+        return unit.offsets.get((topic, partition))
+
+    def check(self) -> None:
+        """``--scope partition``: check what units will need (the model, the state
+        directory) and load the learner's modules now, before the instance joins its
+        group: units come with the group's assignment, and a rebalance must not wait."""
+        find_model(self.config.model)
+        if self.config.state_dir is not None:
+            check_directory(self.config.state_dir)
+        importlib.import_module("streamcal.learner.classifier")
+
+    def restore_global(self, send=None) -> bool:
+        """Hold the global unit, from its local state if there is one (then True) or new;
+        its outputs go to ``send``."""
         store, state = self._local(GLOBAL_UNIT)
-        self._hold(GLOBAL_UNIT, state, None, store)
+        self._hold(GLOBAL_UNIT, state, send, store)
         return state is not None
 
     def adopt(self, units: list[int], send=None) -> None:
