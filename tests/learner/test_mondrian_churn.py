@@ -121,6 +121,7 @@ def test_multiclass_cold_categories_answer_from_the_pooled_stores():
     assert pickle.loads(pickle.dumps(clf)).predict_proba_one(probe) == clf.predict_proba_one(probe)
 
 
+@pytest.mark.slow  # ~5 s: the binary bound is in the inner loop
 @quiet
 def test_multiclass_memory_is_bounded_too():
     clf = VennAbersMultiClassifier(gnb_id(), window=10, by="id", max_categories=20)
