@@ -16,7 +16,13 @@ Tables, all measured side by side in one run:
    without the ``[fast]`` extra runs (each variant's store chosen by
    ``STREAMCAL_STORE_BACKEND``, set while it runs). The variants run round-robin in blocks
    of 1000 events (one refresh period of the default) on the same events; the median
-   block time is reported, robust to bursts of load from other processes.
+   block time is reported, robust to bursts of load from other processes. The python-store
+   variants still run the protector's and the alarm's kernels compiled when numba imports:
+   the plain install is measured in a process without numba,
+   ``PYTHONPATH=.ci/without-numba python benchmarks/learner.py --only cost`` (every
+   variant then runs uncompiled). ``--protection``: only the bare pipeline and the
+   default mode with and without ``protect=True``; after the table, protect=True's
+   per-block time ratio to the same classifier without it.
 2. va: events/s of mode "va" at ``--va-window`` (vectorised linear path and, on fewer
    events, the generic object-by-object path).
 3. quality: prequential log loss, square loss and (mean p0, frequency of 1s, mean p1) per
@@ -242,6 +248,9 @@ def cost(args):
             "python", lambda: VennAbersClassifier(lr(), protect=True)
         ),
     }
+    if args.protection:  # protection's cost alone: each protected variant beside its plain one
+        variants = {k: v for k, v in variants.items() if k in PROTECTION_PAIRS
+                    or k in PROTECTION_PAIRS.values() or k == "bare pipeline"}  # fmt: skip
     if args.pickled:  # what pickling alone does: the bare pipeline never pickled
         variants = {"bare pipeline, never pickled": Bare(lr(), unpickled=True), **variants}
     if args.baseline_tree:
@@ -273,6 +282,7 @@ def cost(args):
         ["variant", "µs / event (median block)", "(mean)", "vs bare", "events / s"],
         rows,
     )
+    _protection_ratios(per_block)
     if args.pickled:
         never = np.array(per_block["bare pipeline, never pickled"])
         r = np.array(per_block["bare pipeline"]) / never
@@ -292,6 +302,23 @@ def cost(args):
             ["variant", "ratio (median block)", "range", "µs / event (median difference)"],
             rows,
         )
+
+
+# protected variant -> its plain twin (``--protection``, and the ratios after the table)
+PROTECTION_PAIRS = {
+    "pretrained, protect=True": "pretrained (default)",
+    "pretrained, protect=True, python store": "pretrained, python store (plain install)",
+}
+
+
+def _protection_ratios(per_block) -> None:
+    """protect=True against the same classifier without it: per-block time ratios (same
+    events, same shuffled round), the figure issue 21 bounds at 1.25x."""
+    for prot, plain in PROTECTION_PAIRS.items():
+        if prot in per_block and plain in per_block:
+            r = np.array(per_block[prot]) / np.array(per_block[plain])
+            print(f"\n{prot} against {plain}: {np.median(r):.3f}x per block (median; "
+                  f"range {r.min():.3f}-{r.max():.3f})")  # fmt: skip
 
 
 def _twin(variant):
@@ -755,6 +782,11 @@ def main(argv=None):
         "--pickled",
         action="store_true",
         help="cost: pickle each variant's model once after its warm-up, as a checkpoint does",
+    )
+    ap.add_argument(
+        "--protection",
+        action="store_true",
+        help="cost: only the bare pipeline and the default mode with and without protect=True",
     )
     ap.add_argument(
         "--baseline-tree",
