@@ -31,7 +31,15 @@ def register(sub) -> None:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    g = p.add_argument_group("broker")
+    _broker_arguments(p.add_argument_group("broker"))
+    _stream_arguments(p.add_argument_group("stream"))
+    _processor_arguments(p.add_argument_group("processor"))
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.set_defaults(func=_main)
+
+
+def _broker_arguments(g) -> None:
+    """Where the demo's topics live: a local broker, or a cluster of the user's."""
     g.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT",
@@ -65,7 +73,10 @@ def register(sub) -> None:
         help=f"wait up to S seconds for --bootstrap-servers to answer "
         f"(default: {_D.wait_for_broker:g})",
     )
-    g = p.add_argument_group("stream")
+
+
+def _stream_arguments(g) -> None:
+    """The stream the demo writes: its data set, size, label delays and bad records."""
     g.add_argument(
         "--dataset",
         default=_D.dataset,
@@ -103,7 +114,10 @@ def register(sub) -> None:
         action="store_true",
         help="only create the topics and write the stream (needs --bootstrap-servers)",
     )
-    g = p.add_argument_group("processor")
+
+
+def _processor_arguments(g) -> None:
+    """How the demo's processor runs, and where its metric log and report go."""
     g.add_argument(
         "--model",
         default=_D.model,
@@ -129,8 +143,6 @@ def register(sub) -> None:
         metavar="S",
         help=f"stop when no record arrived for S seconds (default: {_D.max_idle_s:g})",
     )
-    p.add_argument("--quiet", action="store_true", help="print only the summary")
-    p.set_defaults(func=_main)
 
 
 def _interrupt(signum, frame):
