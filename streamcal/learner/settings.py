@@ -205,8 +205,9 @@ def check_multiclass(mode=None, fallback=None, min_category=None) -> None:
             f"only; mode {mode!r} is binary only)"
         )
     if fallback is not None or min_category is not None:
-        name, value = ("fallback", fallback) if fallback is not None else ("min_category",
-                                                                          min_category)
+        name, value = (
+            ("fallback", fallback) if fallback is not None else ("min_category", min_category)
+        )
         raise ValueError(
             "multiclass takes neither fallback nor min_category (it answers categories "
             f"below the default minimum from the pooled set), got {name}={value!r}"
