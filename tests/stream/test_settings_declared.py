@@ -30,7 +30,7 @@ def _text(s) -> str:
 @pytest.mark.parametrize("s", SETTINGS, ids=IDS)
 def test_every_setting_has_a_flag_a_variable_help_and_a_check(s):
     assert s.env == "STREAMCAL_" + s.name.upper()
-    assert s.declared.help.strip() and s.group in _GROUPS
+    assert s.help.strip() and s.group in _GROUPS
     assert s.constraint is not None or s.type is bool  # a bool's type is its check
     if s.flag is None:  # the environment only: a secret, never on a command line
         assert s.secret

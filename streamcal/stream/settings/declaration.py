@@ -67,12 +67,17 @@ class Setting:
     type: type  # str, int, float or bool
     optional: bool  # None allowed (not given, or off)
     default: object
-    declared: _Declared
+    help: str
+    group: str
+    constraint: Constraint | None
+    secret: bool
+    on_command_line: bool
+    none_word: bool
 
     @property
     def flag(self) -> str | None:
         """``--name-with-dashes``, or None for a setting of the environment only."""
-        return "--" + self.name.replace("_", "-") if self.declared.flag else None
+        return "--" + self.name.replace("_", "-") if self.on_command_line else None
 
     @property
     def env(self) -> str:
@@ -84,18 +89,6 @@ class Setting:
         return self.flag or "$" + self.env
 
     @property
-    def constraint(self) -> Constraint | None:
-        return self.declared.check
-
-    @property
-    def group(self) -> str:
-        return self.declared.group
-
-    @property
-    def secret(self) -> bool:
-        return self.declared.secret
-
-    @property
     def parse(self):
         """How text becomes a value: the constraint's reader (sizes, durations) or the
         type."""
@@ -104,7 +97,7 @@ class Setting:
     def help_text(self) -> str:
         """The help line: what it does, its default and its environment variable."""
         shown = self.constraint.show(self.default) if self.constraint else self.default
-        return f"{self.declared.help} (default: {shown}; ${self.env})"
+        return f"{self.help} (default: {shown}; ${self.env})"
 
     def check_type(self, value) -> None:
         """ValueError (one line naming the setting and its flag) unless ``value`` has the
@@ -133,9 +126,9 @@ def declared(cls) -> tuple[Setting, ...]:
     for f in dataclasses.fields(cls):
         kinds = [t.strip() for t in str(f.type).split("|")]
         d = f.metadata["setting"]
-        if d.check is None and kinds[0] == "str":  # a string is not blank unless declared
-            d = dataclasses.replace(d, check=Text())
-        out.append(Setting(f.name, _TYPES[kinds[0]], "None" in kinds, f.default, d))
+        check = Text() if d.check is None and kinds[0] == "str" else d.check  # not blank
+        out.append(Setting(f.name, _TYPES[kinds[0]], "None" in kinds, f.default, d.help,
+                           d.group, check, d.secret, d.flag, d.none_word))  # fmt: skip
     return tuple(out)
 
 

@@ -33,7 +33,7 @@ def read(s: Setting, raw, where: str):
     if not isinstance(raw, str):
         return raw
     text = raw.strip()
-    if s.optional and s.declared.none_word and text.lower() in ("", "none"):
+    if s.optional and s.none_word and text.lower() in ("", "none"):
         return None
     if s.parse is not s.type:  # a size or a duration: its reader's message
         try:
