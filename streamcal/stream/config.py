@@ -82,7 +82,13 @@ LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.
 # --processing-guarantee, the names quixstreams uses (streamcal.stream.exactly_once)
 GUARANTEES = ("at-least-once", "exactly-once")
 _HORIZON = "streamcal.stream.horizon"  # its checks are imported when asked (a costly module)
-_opt = setting  # the name settings were declared with before they had constraints
+
+
+def _opt(default, help: str, group: str, secret=False, flag=True, duration=False):
+    """The declaration before constraints, kept for settings written against it on other
+    branches; it gives none (a test asks for one): declare with ``setting``."""
+    check = Seconds(units=True) if duration else None
+    return setting(default, help, group, check, secret=secret, flag=flag)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ class _Declared:
     help: str
     group: str
     check: Constraint | None
-    secret: bool  # never printed (repr), and set in the environment only
+    secret: bool  # hidden in repr
     flag: bool  # False: no flag (a secret: environment only)
     none_word: bool  # whether "none" (or "") read from text means None
 
@@ -51,9 +51,9 @@ def setting(default, help: str, group: str, check: Constraint | None = None, *,
 
     A string without a declared constraint must not be blank (``Text``); a bool needs
     none; any other setting without one is checked for its type only (a test asks that
-    every one has a constraint). ``secret`` settings are hidden in ``repr``; ``flag=False`` leaves a
-    setting out of the command line (the environment only: secrets). An optional
-    setting (``T | None``) reads ``none`` as None unless ``none_word=False``.
+    every one has a constraint). ``secret`` settings are hidden in ``repr``;
+    ``flag=False`` leaves a setting out of the command line (the environment only). An
+    optional setting (``T | None``) reads ``none`` as None unless ``none_word=False``.
     """
     declared_ = _Declared(help, group, check, secret, flag, none_word)
     return field(default=default, metadata={"setting": declared_})
