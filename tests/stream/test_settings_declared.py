@@ -90,3 +90,22 @@ def test_precedence_is_flag_then_environment_then_file(tmp_path):
     with pytest.raises(ValueError, match="unknown setting 'windows'"):
         toml.write_text("windows = 3\n")
         ProcessorConfig.from_sources({}, {}, toml)
+
+
+@pytest.mark.parametrize("settings", [{"mode": "sva"}, {"mode": "va"}, {"fallback": "off"}])
+def test_the_multiclass_rules_are_the_learners_in_every_place(settings):
+    """--task multiclass, VennAbersMultiClassifier and the binary classifier's switch to
+    multiclass refuse what the multiclass side lacks with one message."""
+    from river import naive_bayes
+
+    from streamcal import VennAbersClassifier, VennAbersMultiClassifier
+
+    with pytest.raises(ValueError) as processor:
+        ProcessorConfig.build(task="multiclass", model="gnb", by="g", **settings)
+    with pytest.raises(ValueError) as switch:
+        VennAbersClassifier(naive_bayes.GaussianNB(), by="g", **settings).learn_one({"a": 1}, 2)
+    assert str(switch.value).endswith(" but " + str(processor.value))
+    if "mode" in settings:  # the multiclass classifier has no fallback to refuse
+        with pytest.raises(ValueError) as learner:
+            VennAbersMultiClassifier(naive_bayes.GaussianNB(), **settings)
+        assert str(learner.value) == str(processor.value)
