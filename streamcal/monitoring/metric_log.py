@@ -22,8 +22,9 @@ separates those lines from the whole stream's.
 
 The label may also come from a separate **labels file** (``labels=``), the processor's
 labels topic dumped, joined by ``id`` (``streamcal.monitoring.labels_file``). A
-predictions file of a multiclass run (lines with ``probabilities``, ``prediction_shape``)
-is read by ``streamcal.monitoring.multiclass_predictions``.
+predictions file of a multiclass run (lines with ``probabilities``) is read by
+``streamcal.monitoring.multiclass_predictions``; ``streamcal.monitoring.shapes`` tells
+them apart.
 
 ``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
 and returns the metric log it would have produced, so reports have one input shape.
@@ -41,7 +42,6 @@ import orjson
 from streamcal.core.validate import binary_label
 from streamcal.monitoring import schema
 from streamcal.monitoring.labels_file import join_labels, read_labels
-from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = [
     "PREDICTION_FIELDS",
@@ -49,7 +49,6 @@ __all__ = [
     "detect_format",
     "iter_json_lines",
     "metric_log_from_predictions",
-    "prediction_shape",
     "read_metric_log",
     "read_predictions",
     "split_labelled",
@@ -135,15 +134,6 @@ def detect_format(path) -> str:
             f"{os.fspath(path)}: line {n}: neither a prediction (needs p0, p1, label) "
             f"nor a metric-log line (needs labels, log_loss, ...); keys: {sorted(obj)[:8]}"
         )
-    raise AssertionError("unreachable: iter_json_lines refuses empty files")
-
-
-def prediction_shape(path) -> str:
-    """``"multiclass"`` if the first line of the predictions file ``path`` is a multiclass
-    prediction (it has ``probabilities``, as ``--task multiclass`` writes), else
-    ``"binary"``; every other line must then have the same shape."""
-    for _, obj in iter_json_lines(path):
-        return "multiclass" if "probabilities" in obj else "binary"
     raise AssertionError("unreachable: iter_json_lines refuses empty files")
 
 
@@ -339,17 +329,11 @@ def read_predictions(path, progress: bool = False, labels=None) -> Iterator[tupl
         yield n, rec
 
 
-def metric_log_from_predictions(
-    path,
-    window: int = 1000,
-    bins: int = 10,
-    points: int = 1000,
-    progress: bool = False,
-    top_k: int = 10,
-    labels=None,
-) -> list[dict]:
+def metric_log_from_predictions(path, window: int = 1000, bins: int = 10, points: int = 1000,
+                                progress: bool = False, top_k: int = 10,
+                                labels=None) -> list[dict]:  # fmt: skip
     """The metric log a tracker fed with this predictions file (joined with the labels
-    file ``labels``, if given) would write.
+    file ``labels``, if given) would write (``streamcal.monitoring.shapes``, binary).
 
     About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
     one, which carries the reliability bins; then, if predictions carried a ``category``,
@@ -364,21 +348,7 @@ def metric_log_from_predictions(
     ...
     ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
     """
-    tracker = CalibrationTracker(window=window, bins=bins, top_k=top_k)
+    from streamcal.monitoring.shapes import BINARY  # it reads with this module
 
-    def update(rec):
-        tracker.update(
-            rec["p0"],
-            rec["p1"],
-            rec["label"],
-            score=rec["score"],
-            p=rec["p"],
-            category=rec["category"],
-            p_protected=rec.get("p_protected"),
-        )
-
-    records = read_predictions(path, progress, labels)
-    log = snapshot_log(fed(records, update, path), lambda: tracker.labels, tracker.snapshot, points)
-    if labels is not None and not tracker.labels:
-        raise ValueError(f"{os.fspath(path)}: no prediction has a label in {os.fspath(labels)}")
-    return log + tracker.category_snapshots()
+    settings = {"window": window, "bins": bins, "points": points, "top_k": top_k}
+    return BINARY.log_from_predictions(path, progress=progress, labels=labels, **settings)

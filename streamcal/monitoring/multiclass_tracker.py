@@ -93,6 +93,11 @@ class MulticlassTracker:
         # class -> [predictions with a pair for it, of them labelled it, sum p0, sum p1]
         self._bands: dict = {}
 
+    @property
+    def labels(self) -> int:
+        """The labelled predictions tracked (the top label's)."""
+        return self.top.labels
+
     def _see(self, classes) -> None:
         for c in classes:
             if c not in self._known:

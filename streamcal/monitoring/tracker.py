@@ -518,6 +518,10 @@ class CalibrationTracker:
         category). Empty if no update had a category."""
         return self._categories.rows()
 
+    def class_snapshots(self) -> list[dict]:
+        """Per-class lines: none for binary predictions (``MulticlassTracker`` has them)."""
+        return []
+
     def to_state(self) -> dict:
         """The tracker as plain data (numbers and lists), per-category statistics
         included; ``from_state`` rebuilds it."""

@@ -34,13 +34,8 @@ from streamcal.learner.settings import (
 )
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.durations import parse_duration
-from streamcal.stream.models import (
-    BINARY_ONLY,
-    DEFAULT_MODEL,
-    SCORE_PREFIX,
-    check_model_spec,
-    describe_presets,
-)
+from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
+from streamcal.stream.tasks import resolved_scheme, task_named
 
 __all__ = [
     "GUARANTEES",
@@ -51,7 +46,6 @@ __all__ = [
     "parse_duration",
     "parse_size",
     "protect_setting",
-    "resolved_scheme",
     "settings_of",
 ]
 
@@ -71,7 +65,6 @@ _SIZE_SUFFIXES = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m":
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-TASKS = ("binary", "multiclass")
 LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.kafka.ordering)
 # --processing-guarantee, the names quixstreams uses (streamcal.stream.exactly_once)
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -594,7 +587,7 @@ class ProcessorConfig:
         check_settings(self)  # --label-horizon, --label-default, --late-labels
         if not 0.0 < self.alarm_alpha < 1.0:  # also when off: a typo fails now, not later
             raise ValueError(f"alarm_alpha must be in (0, 1), got {self.alarm_alpha!r}")
-        if self.protect and not self.alarm and self.task == "binary":
+        if self.protect and not self.alarm and task_named(self.task).protects:
             raise ValueError(
                 "protect runs with the alarm: --no-alarm needs --no-protect (the alarm "
                 "alone is --no-protect)"
@@ -656,31 +649,11 @@ class ProcessorConfig:
         check_model_spec(self.model)
 
     def _validate_task(self) -> None:
-        """The multiclass settings' rules (``--task``, ``--scheme``, ``--max-classes``)."""
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        """``--task`` and its own rules (``streamcal.stream.tasks``), ``--max-classes``."""
+        task = task_named(self.task)  # ValueError naming the tasks
         if self.max_classes < 2:
             raise ValueError(f"max_classes must be >= 2, got {self.max_classes}")
-        if self.task == "binary":
-            if self.scheme is not None:
-                raise ValueError("scheme needs --task multiclass")
-            return
-        from streamcal.core.multiclass import scheme_class
-
-        if self.scheme is not None:
-            scheme_class(self.scheme)  # ValueError naming the schemes
-        if self.mode not in (None, "pretrained"):
-            raise ValueError(f"task multiclass offers mode pretrained only, got {self.mode!r}")
-        if self.fallback is not None or self.min_category is not None:
-            raise ValueError(
-                "task multiclass takes neither --fallback nor --min-category (with --by it "
-                "answers categories below the default minimum from the pooled set)"
-            )
-        if self.model in BINARY_ONLY or self.model.startswith(SCORE_PREFIX):
-            raise ValueError(
-                f"model {self.model!r} is binary only; with --task multiclass use "
-                "gnb, hoeffding, softmax or module:function"
-            )
+        task.check_settings(self)
 
     def multiclass_scheme(self) -> str | None:
         """The scheme of ``--task multiclass`` (the learner's default if not given); None
@@ -689,7 +662,7 @@ class ProcessorConfig:
         >>> ProcessorConfig(task="multiclass", model="gnb").multiclass_scheme()
         'one-vs-rest'
         """
-        return resolved_scheme(self.task, self.scheme)
+        return resolved_scheme(self.task, self.scheme)  # None: a task without schemes
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""
@@ -831,19 +804,6 @@ def _inside(path: Path, directory: Path) -> bool:
     except ValueError:
         return False
     return True
-
-
-def resolved_scheme(task, scheme):
-    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
-
-    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
-    ('one-vs-rest', None)
-    """
-    if task != "multiclass":
-        return None
-    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
-
-    return scheme or DEFAULT_SCHEME
 
 
 def protect_setting(protect: bool, alarm: bool, alarm_alpha: float) -> dict | bool:
