@@ -26,8 +26,8 @@ predictions file of a multiclass run (lines with ``probabilities``) is read by
 ``streamcal.monitoring.multiclass_predictions``; ``streamcal.monitoring.shapes`` tells
 them apart.
 
-``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
-and returns the metric log it would have produced, so reports have one input shape.
+``streamcal.monitoring.shapes.log_from_predictions`` runs a predictions file through its
+tracker and returns the metric log it would have produced, so reports have one input shape.
 Everything raises ``ValueError("PATH: line N: ...")`` on bad input.
 """
 
@@ -48,7 +48,6 @@ __all__ = [
     "check_metric_line",
     "detect_format",
     "iter_json_lines",
-    "metric_log_from_predictions",
     "read_metric_log",
     "read_predictions",
     "split_labelled",
@@ -327,28 +326,3 @@ def read_predictions(path, progress: bool = False, labels=None) -> Iterator[tupl
         if obj.get("p_protected") is not None:  # else the record is as it was before
             rec["p_protected"] = obj["p_protected"]
         yield n, rec
-
-
-def metric_log_from_predictions(path, window: int = 1000, bins: int = 10, points: int = 1000,
-                                progress: bool = False, top_k: int = 10,
-                                labels=None) -> list[dict]:  # fmt: skip
-    """The metric log a tracker fed with this predictions file (joined with the labels
-    file ``labels``, if given) would write (``streamcal.monitoring.shapes``, binary).
-
-    About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
-    one, which carries the reliability bins; then, if predictions carried a ``category``,
-    one line per category of the tracker's top ``top_k`` and ``"(other)"``.
-
-    >>> import tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
-    >>> _ = f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\\n'
-    ...                  '{"p0": 0.5, "p1": 1.3, "label": 0}\\n')
-    >>> metric_log_from_predictions(f)
-    Traceback (most recent call last):
-    ...
-    ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
-    """
-    from streamcal.monitoring.shapes import BINARY  # it reads with this module
-
-    settings = {"window": window, "bins": bins, "points": points, "top_k": top_k}
-    return BINARY.log_from_predictions(path, progress=progress, labels=labels, **settings)

@@ -14,11 +14,11 @@ or in a labels file (the labels topic's messages, ``{"id": "e42", "label": "bill
 joined by ``id`` (``streamcal.monitoring.labels_file``). A class is a non-empty string or
 an integer (its decimal string), as the processor reads labels.
 
-``multiclass_log_from_predictions`` feeds the lines, in order, to a ``MulticlassTracker``
-as the processor does when their labels join, and returns the metric log the processor
-would have written: the whole stream's lines, then the per-category lines (with
-``category``) and the per-class lines (with ``intervals``). Predictions with a null
-``label`` are not tracked, as in the processor. Bad input raises
+``streamcal.monitoring.shapes.log_from_predictions`` feeds the lines, in order, to a
+``MulticlassTracker`` as the processor does when their labels join, and returns the
+metric log the processor would have written: the whole stream's lines, then the
+per-category lines (with ``category``) and the per-class lines (with ``intervals``).
+Predictions with a null ``label`` are not tracked, as in the processor. Bad input raises
 ``ValueError("PATH: line N: ...")``, for a binary line among multiclass ones too.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from streamcal.core.validate import class_label
 from streamcal.monitoring.metric_log import check_category, is_number, prediction_lines
 
-__all__ = ["TRUE_CLASS", "multiclass_log_from_predictions", "read_multiclass_predictions"]
+__all__ = ["TRUE_CLASS", "read_multiclass_predictions"]
 
 TRUE_CLASS = "y"
 
@@ -119,14 +119,3 @@ def read_multiclass_predictions(
         except ValueError as exc:
             raise ValueError(f"{p}: line {n}: {exc}") from None
         yield n, rec
-
-
-def multiclass_log_from_predictions(path, window: int = 1000, bins: int = 10,
-                                    points: int = 1000, progress: bool = False,
-                                    top_k: int = 10, labels=None) -> list[dict]:  # fmt: skip
-    """The metric log a ``MulticlassTracker`` fed with this multiclass predictions file
-    would write (see the module; ``points`` as in ``metric_log_from_predictions``)."""
-    from streamcal.monitoring.shapes import MULTICLASS  # it reads with this module
-
-    settings = {"window": window, "bins": bins, "points": points, "top_k": top_k}
-    return MULTICLASS.log_from_predictions(path, progress=progress, labels=labels, **settings)

@@ -46,7 +46,7 @@ from streamcal.monitoring.metric_log import (
 )
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
-from streamcal.monitoring.shapes import shape_of_file
+from streamcal.monitoring.shapes import log_from_predictions, shape_of_file
 
 __all__ = [
     "SAMPLING_ERROR_SE",
@@ -707,8 +707,8 @@ def write_report(
             kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
         shape = shape_of_file(paths[0])
-        log = shape.log_from_predictions(paths[0], window=window, bins=bins, progress=progress,
-                                         top_k=top_k, labels=labels)  # fmt: skip
+        log = log_from_predictions(paths[0], shape, window=window, bins=bins, progress=progress,
+                                   top_k=top_k, labels=labels)  # fmt: skip
         log, by_class = split_classes(log)
         log, by_category = split_labelled(log)
         n = log[-1]["labels"]

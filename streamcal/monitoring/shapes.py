@@ -50,29 +50,6 @@ class Shape:
     tracked: Callable | None = None  # record -> whether it is tracked (None: all)
     check_label: Callable | None = None  # y -> ValueError before a tracker is made for it
 
-    def log_from_predictions(self, path, window: int = 1000, bins: int = 10,
-                             points: int = 1000, progress: bool = False, top_k: int = 10,
-                             labels=None) -> list[dict]:  # fmt: skip
-        """The metric log this shape's tracker fed with the predictions file ``path``
-        (joined with the labels file ``labels``, if given) would write: about ``points``
-        to ``2 * points`` snapshots evenly spaced in labels, the final one with the
-        reliability bins, then the per-category and the per-class lines."""
-        tracker = self.tracker_class(window=window, bins=bins, top_k=top_k)
-        records = self.read(path, progress, labels)
-        if self.tracked is not None:
-            records = ((n, rec) for n, rec in records if self.tracked(rec))
-        update = self.update
-        log = snapshot_log(
-            fed(records, lambda rec: update(tracker, rec), path),
-            lambda: tracker.labels, tracker.snapshot, points,
-        )  # fmt: skip
-        if not tracker.labels:
-            p = os.fspath(path)
-            if labels is None:
-                raise ValueError(f"{p}: nothing to track: {self.nothing_tracked}")
-            raise ValueError(f"{p}: no {self.a_prediction} has a label in {os.fspath(labels)}")
-        return log + tracker.category_snapshots() + tracker.class_snapshots()
-
 
 def _update_binary(tracker, rec: dict) -> None:
     tracker.update(
@@ -180,7 +157,40 @@ def shape_of_prediction(prediction) -> Shape:
     return _PLAIN
 
 
-def log_from_predictions(path, shape: Shape | None = None, **settings) -> list[dict]:
-    """The metric log of the predictions file ``path`` read as ``shape`` (None: the shape
-    of its first line); ``settings`` as ``Shape.log_from_predictions``'s."""
-    return (shape or shape_of_file(path)).log_from_predictions(path, **settings)
+def log_from_predictions(path, shape: Shape | None = None, *, window: int = 1000,
+                         bins: int = 10, points: int = 1000, progress: bool = False,
+                         top_k: int = 10, labels=None) -> list[dict]:  # fmt: skip
+    """The metric log the tracker of ``shape`` (None: the shape of the first line) fed with
+    the predictions file ``path`` (joined with the labels file ``labels``, if given) would
+    write, as its run wrote it.
+
+    About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
+    one, which carries the reliability bins; then, if predictions carried a ``category``,
+    one line per category of the tracker's top ``top_k`` and ``"(other)"``; then the
+    per-class lines of a multiclass file.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
+    >>> _ = f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\\n'
+    ...                  '{"p0": 0.5, "p1": 1.3, "label": 0}\\n')
+    >>> log_from_predictions(f)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
+    """
+    shape = shape or shape_of_file(path)
+    tracker = shape.tracker_class(window=window, bins=bins, top_k=top_k)
+    records = shape.read(path, progress, labels)
+    if shape.tracked is not None:
+        records = ((n, rec) for n, rec in records if shape.tracked(rec))
+    update = shape.update
+    log = snapshot_log(
+        fed(records, lambda rec: update(tracker, rec), path),
+        lambda: tracker.labels, tracker.snapshot, points,
+    )  # fmt: skip
+    if not tracker.labels:
+        p = os.fspath(path)
+        if labels is None:
+            raise ValueError(f"{p}: nothing to track: {shape.nothing_tracked}")
+        raise ValueError(f"{p}: no {shape.a_prediction} has a label in {os.fspath(labels)}")
+    return log + tracker.category_snapshots() + tracker.class_snapshots()
