@@ -65,7 +65,12 @@ from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.kv import KVStore
 from streamcal.stream.tasks import LEGACY_TASK, resolved_scheme, task_of
 
-__all__ = ["CalibrationUnit", "FINGERPRINT", "GLOBAL_UNIT", "TopicRank"]
+__all__ = [
+    "CalibrationUnit",
+    "FINGERPRINT",
+    "GLOBAL_UNIT",
+    "TopicRank",
+]
 
 # The id of the unit of ``--scope global`` (a partition unit's id is its partition
 # number). None, as checkpoints have always written it.
