@@ -14,31 +14,34 @@ multiclass ``VennAbersMultiClassifier`` (alarm)          ``MulticlassTracker``
 **What an entry supplies.** A task is a subclass of ``streamcal.stream.tasks.task.Task``
 in a module of its own here, named in ``_ENTRIES`` below (loaded when first looked up, so
 that the settings and ``--help`` stay cheap). The base class holds what every task shares
-(the features that wait, the alarm's reports, the fingerprint, the metric features); an
-entry declares:
+(the features that wait, the alarm's reports, the metric features) and defaults marked
+(d); an entry declares:
 
 * ``name``: the ``--task`` value, and ``pending_type``: the ``NamedTuple`` of what waits
   for a label (a state from before version 6 holds these tuples);
-* ``label_decoder`` (``event_decoder`` if events differ): bytes and ``Fields`` to a
+* ``label_decoder`` (``event_decoder`` (d) if events differ): bytes and ``Fields`` to a
   message, or ``BadInput`` (its reason goes to the dead letter);
 * ``shape``: its part of the monitoring layer (``streamcal.monitoring.shapes``: the
   tracker class, the schema feature of the tracker's own fields, how a predictions file
   and a library prediction are read), so that reports read its predictions files;
-* ``check_settings(config)``: the rules of the settings that belong to the task
-  (``ValueError`` naming the flag, the value and the fix); ``default_label(text)``:
-  ``--label-default`` as one of its labels; ``resolve_scheme(given)``: the multiclass scheme in
-  effect (None for the others); ``protects``: whether ``--protect`` applies (then the
-  predictions carry p_protected and the metric lines the protection fields);
+* the settings: ``check_settings(config)`` (d), the rules that belong to the task
+  (``ValueError`` naming the flag, the value and the fix); ``default_label(text)`` (d),
+  ``--label-default`` as one of its labels; ``resolve_scheme(given)`` (d), the
+  multiclass scheme in effect (None for the others); ``protects`` (d, False): whether
+  ``--protect`` applies (then the predictions carry p_protected and the metric lines the
+  protection fields); ``fingerprint(values)`` (d): the settings a checkpoint is bound to;
 * ``classifier_class()``, ``new_classifier()`` and ``classifier_from_state(state, clf,
   labels)``: the learner, new and from a checkpoint;
 * per record: ``predict(clf, ev)`` (the prediction message and what waits), ``pack`` /
   ``unpack`` (what waits as bytes, exactly restored), ``refuse(clf, pred, y, eid)`` (a
-  reason to dead-letter a label before anything learns), ``learn`` and ``track``.
+  reason to dead-letter a label before anything learns), ``learn`` (d) and ``track``.
 
 A new task (regression, issue 40) is a module here with its ``Task`` subclass, a line in
-``_ENTRIES``, a ``Shape`` in ``streamcal.monitoring.shapes`` and its fields in the metric
-schema under its feature; the unit, the processor, the metric lines and the checkpoints
-take it from there.
+``_ENTRIES``, a ``Shape`` in ``streamcal.monitoring.shapes``, its fields in the metric
+schema under the shape's feature and its name in ``--task``'s help; with the pretrained
+mode's default refresh, its name in ``streamcal.learner.settings.REFRESH_WINDOWS`` too
+(the unit sizes what it keeps for the learner's reports by it). The unit, the processor,
+the metric lines and the checkpoints take it from there.
 """
 
 from __future__ import annotations

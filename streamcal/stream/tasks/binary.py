@@ -73,7 +73,8 @@ class BinaryTask(Task):
 
     def new_classifier(self):
         # protect has "lookup" off: the join passes every label's p back
-        return self.classifier_class()(self.model(), **self.config.classifier_settings().as_dict())
+        settings = self.config.classifier_settings().as_dict()
+        return self.classifier_class()(self.new_model(), **settings)
 
     def classifier_from_state(self, state: dict, clf, labels: int = 0):
         """The classifier of a checkpoint; ``clf`` is a new one with today's settings,

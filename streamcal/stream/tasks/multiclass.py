@@ -99,7 +99,7 @@ class MulticlassTask(Task):
     def new_classifier(self):
         s = self.config.classifier_settings()
         return self.classifier_class()(
-            self.model(), scheme=self.scheme, merge=s.merge, window=s.window,
+            self.new_model(), scheme=self.scheme, merge=s.merge, window=s.window,
             refresh_every=s.refresh_every, by=s.by, max_categories=s.max_categories,
             alarm_alpha=self.alarm_alpha,
         )  # fmt: skip

@@ -104,7 +104,7 @@ class Task:
     def new_classifier(self):
         raise NotImplementedError
 
-    def model(self):
+    def new_model(self):
         """A new scoring model (``--model``)."""
         return make_model(self.config.model)
 
