@@ -248,6 +248,19 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         ``VennAbersClassifier``)."""
         return list(self._classes.labels)
 
+    def admits(self, label, max_classes: int) -> bool:
+        """Whether learning ``label`` keeps the classes within ``max_classes``: it is known
+        already, or there is room for one more (without copying ``classes``).
+
+        >>> from river import naive_bayes
+        >>> clf = VennAbersMultiClassifier(naive_bayes.GaussianNB())
+        >>> clf.learn_one({"x": 1.0}, "a")
+        >>> clf.admits("a", 1), clf.admits("b", 1), clf.admits("b", 2)
+        (True, False, True)
+        """
+        classes = self._classes
+        return label in classes or len(classes) < max_classes
+
     def __setstate__(self, state: dict) -> None:
         if "classes" in state:  # pickled when ``classes`` was the ``Classes`` itself
             state["_classes"] = state.pop("classes")
