@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from streamcal.monitoring.event_rate import event_rate
 from streamcal.monitoring.metric_log import (
     detect_format,
-    metric_log_from_predictions,
-    prediction_shape,
     read_metric_log,
     split_classes,
     split_labelled,
 )
-from streamcal.monitoring.multiclass_predictions import multiclass_log_from_predictions
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
+from streamcal.monitoring.shapes import log_from_predictions, shape_of_file
 
 __all__ = ["ReportInput", "read_input"]
 
@@ -93,14 +91,14 @@ def _from_metric_logs(paths: list, progress: bool) -> tuple:
 def _from_predictions(path, window: int, bins: int, progress: bool, top_k: int,
                       labels) -> tuple:  # fmt: skip
     """(log, kind, by_class, by_category, None) of a predictions file."""
-    multiclass = prediction_shape(path) == "multiclass"
-    read = multiclass_log_from_predictions if multiclass else metric_log_from_predictions
-    log = read(path, window=window, bins=bins, progress=progress, top_k=top_k, labels=labels)
+    shape = shape_of_file(path)
+    log = log_from_predictions(path, shape, window=window, bins=bins, progress=progress,
+                               top_k=top_k, labels=labels)  # fmt: skip
     log, by_class = split_classes(log)
     log, by_category = split_labelled(log)
     n = log[-1]["labels"]
     kind = (
-        f"{n} labelled {'multiclass ' if multiclass else ''}predictions"
+        f"{n} labelled {shape.predictions}"
         + ("" if labels is None else f" (labels from {os.fspath(labels)})")
         + f", tracked with window={window}, bins={bins}"
     )
