@@ -272,7 +272,13 @@ class RankStore:
         return store
 
     def __reduce__(self):
-        return _restore, (self.to_state(), self.backend)
+        # the nodes as they are, not the values: the same tree answers with the same
+        # rounding, so a restored store continues bit for bit as the original would
+        size = int(self._meta[1]) + 1
+        nodes = (np.asarray(self._I[: size * T.N_INT], np.int64),
+                 np.asarray(self._F[: size * T.N_FLOAT], np.float64),
+                 np.asarray(self._meta, np.int64))  # fmt: skip
+        return _restore, (nodes, self.backend, self._rng.getstate())
 
     def __repr__(self) -> str:
         return f"RankStore(n={len(self)}, backend={self.backend!r})"
@@ -282,8 +288,23 @@ def _tuples(v):
     return tuple(_tuples(e) for e in v) if isinstance(v, (list, tuple)) else v
 
 
-def _restore(state, backend: str) -> RankStore:
+def _restore(nodes, backend: str, rng_state) -> RankStore:
     try:
-        return RankStore.from_state(state, backend=backend)
+        name, kernels = _kernels(backend)
     except ImportError:
-        return RankStore.from_state(state, backend="auto")
+        name, kernels = _kernels("auto")
+    I, F, meta = nodes
+    size = len(F) // T.N_FLOAT
+    if len(I) != size * T.N_INT or len(meta) != 2 or not 0 <= meta[1] < size:
+        raise ValueError("rank store pickle is malformed")
+    store = RankStore._empty(name, kernels, size + 1)
+    if name == "numba":
+        store._I[: len(I)] = I
+        store._F[: len(F)] = F
+        store._meta[:] = meta
+    else:
+        store._I[: len(I)] = I.tolist()
+        store._F[: len(F)] = F.tolist()
+        store._meta[:] = meta.tolist()
+    store._rng.setstate(rng_state)
+    return store
