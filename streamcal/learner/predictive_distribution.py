@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from streamcal.core.cps import cdf_value, interval_ranks, quantile_rank
+from streamcal.core.cps import cdf_value, interval_ranks, quantile_rank, tau_of
 
 __all__ = ["PredictiveDistribution"]
 
@@ -31,16 +31,21 @@ class PredictiveDistribution:
     (n = 0) ``median`` and ``mean`` are y_hat.
     """
 
-    __slots__ = ("y_hat", "sigma", "tau", "n", "_store", "_owner", "_version")
+    __slots__ = ("y_hat", "sigma", "n", "_draw", "_store", "_owner", "_version")
 
-    def __init__(self, y_hat: float, sigma: float, tau: float, store, owner, version: int):
+    def __init__(self, y_hat: float, sigma: float, draw: tuple, store, owner, version: int):
         self.y_hat = y_hat
         self.sigma = sigma
-        self.tau = tau
+        self._draw = draw  # (seed, count) of tau, drawn when first asked for
         self.n = len(store)
         self._store = store
         self._owner = owner
         self._version = version
+
+    @property
+    def tau(self) -> float:
+        """This prediction's tau: a hash of the regressor's seed and query count."""
+        return tau_of(*self._draw)
 
     def _fresh(self):
         if self._owner._version != self._version:
@@ -58,7 +63,9 @@ class PredictiveDistribution:
             return -math.inf
         if rank > self.n:
             return math.inf
-        return self.y_hat + self.sigma * self._store.select(rank - 1)
+        store = self._store  # the kernel itself: rank is in range, checked above
+        return self.y_hat + self.sigma * float(store._k.select(store._I, store._F, store._meta,
+                                                               rank - 1))  # fmt: skip
 
     def cdf(self, y, tau: float | None = None) -> float:
         """Q(y, tau): the predictive probability that the label is below y (ties count

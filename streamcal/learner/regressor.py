@@ -24,7 +24,6 @@ from numbers import Real
 import numpy as np
 from river import base
 
-from streamcal.core.cps import tau_of
 from streamcal.core.validate import check_features
 from streamcal.learner.mondrian import category_of
 from streamcal.learner.predictive_distribution import PredictiveDistribution
@@ -175,7 +174,7 @@ class ConformalPredictiveRegressor(base.Regressor):
         """The predictive distribution of x's label (see ``PredictiveDistribution``)."""
         key, y_hat, sigma = self._predict(x)
         self._queries += 1
-        return PredictiveDistribution(y_hat, sigma, tau_of(self.seed, self._queries),
+        return PredictiveDistribution(y_hat, sigma, (self.seed, self._queries),
                                       self._residuals.store(key, y_hat), self,
                                       self._version)  # fmt: skip
 
