@@ -29,6 +29,7 @@ def naive_crps(held, y):
 def check_against(store, held, probes):
     s = sorted(held)
     assert len(store) == len(s)
+    assert store._nodes == int(store._meta[1]) == len(set(s))  # the Python mirror of the size
     scale = 1.0 + max((abs(v) for v in s), default=0.0)
     for y in probes:
         below = sum(v < y for v in s)

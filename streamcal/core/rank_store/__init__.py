@@ -127,6 +127,10 @@ class RankStore:
     def _setup(self, name, kernels, cap) -> None:
         self.backend = name
         self._k = kernels
+        # the kernels' counts mirrored in Python ints: reading numpy scalars per event costs
+        self._n = 0  # values held
+        self._nodes = 0  # distinct values held
+        self._cap = cap  # node slots, the nil node's included
         if name == "numba":
             self._I = np.zeros(cap * T.N_INT, np.int64)
             self._F = np.zeros(cap * T.N_FLOAT, np.float64)
@@ -148,15 +152,17 @@ class RankStore:
         else:
             self._I.extend([0] * ((new - cap) * T.N_INT))
             self._F.extend([0.0] * ((new - cap) * T.N_FLOAT))
+        self._cap = new
 
     # ------------------------------------------------------------------ updates
 
     def add(self, v) -> None:
         """Add one copy of v (a finite real; ``ValueError``/``TypeError`` otherwise)."""
         v = _check_value(v)
-        if (self._meta[1] + 2) * T.N_FLOAT > len(self._F):
-            self._grow(int(self._meta[1]) + 2)
-        self._k.insert(self._I, self._F, self._meta, v, self._rng.random())
+        if self._nodes + 2 > self._cap:
+            self._grow(self._nodes + 2)
+        self._nodes += self._k.insert(self._I, self._F, self._meta, v, self._rng.random())
+        self._n += 1
 
     def add_many(self, values) -> None:
         """Add many values; all are checked before any is added."""
@@ -167,8 +173,11 @@ class RankStore:
     def remove(self, v) -> None:
         """Remove one copy of v; ``ValueError`` (store unchanged) if it is not held."""
         v = _check_value(v)
-        if not self._k.delete(self._I, self._F, self._meta, v):
+        done = self._k.delete(self._I, self._F, self._meta, v)
+        if not done:
             raise ValueError(f"value {v!r} is not in the store")
+        self._n -= 1
+        self._nodes -= done == 2
 
     def clear(self) -> None:
         """Remove every value."""
@@ -177,7 +186,7 @@ class RankStore:
     # ------------------------------------------------------------------ queries
 
     def __len__(self) -> int:
-        return int(self._I[self._meta[0] * T.N_INT + T.COUNT])
+        return self._n
 
     @property
     def total(self) -> float:
@@ -253,6 +262,7 @@ class RankStore:
         else:
             store._k.build(store._I, store._F, store._meta, distinct.tolist(), mults.tolist(),
                            prios)  # fmt: skip
+        store._n, store._nodes = int(mults.sum()), len(distinct)
         return store
 
     def to_state(self) -> dict:
@@ -307,4 +317,6 @@ def _restore(nodes, backend: str, rng_state) -> RankStore:
         store._F[: len(F)] = F.tolist()
         store._meta[:] = meta.tolist()
     store._rng.setstate(rng_state)
+    store._nodes = int(meta[1])
+    store._n = int(I[int(meta[0]) * T.N_INT + T.COUNT])
     return store

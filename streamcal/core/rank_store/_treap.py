@@ -114,7 +114,8 @@ def insert(I, F, meta, v, prio):
 
 
 def delete(I, F, meta, v):
-    """Remove one copy of value v: 1 if it was held, else 0 (nothing changed)."""
+    """Remove one copy of value v: 0 if it was not held (nothing changed), 1 if other
+    copies remain, 2 if its node went."""
     i = meta[0]
     while i != 0 and F[i * N_FLOAT + VALUE] != v:
         i = I[i * N_INT + LEFT] if v < F[i * N_FLOAT + VALUE] else I[i * N_INT + RIGHT]
@@ -144,7 +145,7 @@ def delete(I, F, meta, v):
         if I[i * N_INT + RIGHT] != 0:
             I[I[i * N_INT + RIGHT] * N_INT + PARENT] = i
     meta[1] = last - 1
-    return 1
+    return 2
 
 
 def locate(I, F, meta, v):
