@@ -4,7 +4,8 @@ side by side, and validity / sharpness on exchangeable streams.
 
     python benchmarks/regression.py              # every part (~5 minutes)
     python benchmarks/regression.py --quick      # smaller n, fewer events (~1 minute)
-    python benchmarks/regression.py --part cost  # one part: cost, scale, others, validity
+    python benchmarks/regression.py --part cost  # one part: cost, scale, store, others,
+                                                 # validity
 
 Parts:
 
@@ -14,6 +15,7 @@ Parts:
 * ``scale``: µs of a query (cdf, quantile, crps) plus a learn with 10^4 and 10^6
   residuals held (a one-pool regressor; the residuals past the first are bulk-loaded,
   as a long stream would have left them); target ratio <= 3.
+* ``store``: the ``RankStore`` alone, numba and pure Python, a window's step.
 * ``others``: per event against n held, the same queries in crepes 0.9.1 (online
   methods of its ConformalPredictiveSystem: O(n) per event) and online-cp 0.4.0 (ridge
   prediction machine: a full conformal predictive system, Omega(n) per step), if they
@@ -228,7 +230,36 @@ def validity(quick: bool) -> None:
                   f"{r['cover50']:.3f} | {r['ks']:.4f} | {r['ratio']:.3f} |")  # fmt: skip
 
 
-PARTS = {"cost": cost, "scale": scale, "others": others, "validity": validity}
+def store(quick: bool) -> None:
+    """The RankStore alone, both backends, on normal values: µs per (crps of one value,
+    select of one rank, add one value, remove the oldest): a window's step."""
+    print("| backend | n held | µs per crps + select + add + remove |")
+    print("|---|---|---|")
+    rng = np.random.default_rng(4)
+    for backend in ("numba", "python"):
+        try:
+            RankStore(backend=backend)
+        except ImportError:
+            print(f"| {backend} | - | not installed |")
+            continue
+        top = 10**5 if quick or backend == "python" else 10**6
+        for n in (10**4, top):
+            values = rng.standard_normal(n + 5000)
+            st = RankStore.from_arrays(values[:n], backend=backend)
+            window = list(values[:n].tolist())
+            fresh = values[n:].tolist()
+
+            def step(i, st=st, window=window, fresh=fresh, n=n):
+                v = fresh[i]
+                st.crps(v)
+                st.select(n // 3)
+                st.add(v)
+                st.remove(window[i])
+
+            print(f"| {backend} | {n:.0e} | {_per_event(step, range(len(fresh)), 1):.1f} |")
+
+
+PARTS = {"cost": cost, "scale": scale, "store": store, "others": others, "validity": validity}
 
 
 def main(argv=None) -> int:
