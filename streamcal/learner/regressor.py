@@ -25,6 +25,7 @@ import numpy as np
 from river import base
 
 from streamcal.core.validate import check_features
+from streamcal.learner.alarm_view import AlarmView
 from streamcal.learner.mondrian import category_of
 from streamcal.learner.predictive_distribution import PredictiveDistribution
 from streamcal.learner.residual_alarm import ResidualAlarm
@@ -55,7 +56,7 @@ def _check_target(y) -> float:
     return y
 
 
-class ConformalPredictiveRegressor(base.Regressor):
+class ConformalPredictiveRegressor(AlarmView, base.Regressor):
     """Calibrated predictive distributions for a river regressor, online.
 
     Parameters
@@ -217,37 +218,6 @@ class ConformalPredictiveRegressor(base.Regressor):
             raise ValueError(f"{len(rows)} rows but {len(labels)} labels")
         for x, v in zip(rows, labels, strict=True):
             self.learn_one(x, v)
-
-    # ------------------------------------------------------------------ the alarm
-
-    @property
-    def alarm(self) -> bool:
-        """With ``alarm_alpha``: True once an alarm fired (sticky); else False."""
-        return self._alarm is not None and self._alarm.alarm_at is not None
-
-    @property
-    def alarm_at(self) -> int | None:
-        """With ``alarm_alpha``: the number of labels learned when the alarm fired."""
-        return None if self._alarm is None else self._alarm.alarm_at
-
-    @property
-    def alarm_onset(self) -> int | None:
-        """Once the alarm fired: where the change is estimated to have begun (a label count,
-        exact without ``by``)."""
-        return None if self._alarm is None else self._alarm.onset
-
-    @property
-    def log_martingale(self) -> float | None:
-        """With ``alarm_alpha``: ln S of the alarm (the largest over the ``by`` keys)."""
-        return None if self._alarm is None else self._alarm.log_martingale
-
-    @property
-    def alarms(self):
-        """The ``ConformalAlarm`` of each ``by`` key (None without ``by``): read only."""
-        from types import MappingProxyType
-
-        feeds = {} if self._alarm is None else self._alarm.feeds
-        return MappingProxyType({key: feed.alarm for key, feed in feeds.items()})
 
     # ------------------------------------------------------------------ inspection
 

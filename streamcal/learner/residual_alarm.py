@@ -24,6 +24,8 @@ a copy of the model per snapshot.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from streamcal.core.conformal_alarm import ConformalAlarm
 from streamcal.learner.alarm import RESERVE_EVERY, _next_snapshot
@@ -94,6 +96,11 @@ class ResidualAlarm:
             self.alarm_at = self.n
             # the key's own count of the onset, on the regressor's scale (exact for one key)
             self.onset = self.n - feed.alarm.n + feed.alarm.onset
+
+    @property
+    def alarms(self) -> Mapping:
+        """The ``ConformalAlarm`` of each key: a read-only view."""
+        return MappingProxyType({key: feed.alarm for key, feed in self.feeds.items()})
 
     @property
     def log_martingale(self) -> float:
