@@ -17,7 +17,6 @@ older residuals larger than the new ones: the intervals err on the wide side, an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from numbers import Real
 
@@ -56,6 +55,14 @@ def _check_target(y) -> float:
     return y
 
 
+def _number(v) -> float | None:
+    """A model's output as a finite float, else None."""
+    if isinstance(v, bool) or not isinstance(v, Real):
+        return None
+    v = float(v)
+    return v if v - v == 0.0 else None
+
+
 class ConformalPredictiveRegressor(AlarmView, base.Regressor):
     """Calibrated predictive distributions for a river regressor, online.
 
@@ -63,6 +70,8 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
     ----------
     regressor
         The river regressor; it learns every label, after the label's residual is taken.
+        A prediction that is not a finite number counts as 0 (river's regressors predict
+        0 before their first label).
     bins
         Mondrian bins of the prediction yhat (``streamcal.learner.residuals``): each bin
         has its own residuals, so the spread follows yhat. 1: one pool.
@@ -156,20 +165,18 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
             return last[2:]
         check_features(x)
         key = category_of(self.by, x) if self.by is not None else None
-        y_hat = self.regressor.predict_one(x)
-        if not isinstance(y_hat, (int, float)) or not math.isfinite(y_hat):
-            y_hat = 0.0 if y_hat is None or not math.isfinite(float(y_hat)) else y_hat
+        y_hat = _number(self.regressor.predict_one(x))
+        if y_hat is None:  # a model with nothing to say (or broken) predicts 0, as river's do
+            y_hat = 0.0
         sigma = 1.0
         if self.difficulty is not None and self._mean_abs > 0:
             # A guess below a tenth of the typical error is not trusted: one residual
             # divided by a tiny sigma would be an outlier in every later distribution.
-            guess = self.difficulty.predict_one(x)
-            guess = float(guess) if isinstance(guess, (int, float)) else 0.0
-            sigma = (
-                max(guess, SIGMA_FLOOR * self._mean_abs) if math.isfinite(guess) else self._mean_abs
-            )
-        self._last = (x, dict(x), key, float(y_hat), sigma)
-        return key, float(y_hat), sigma
+            guess = _number(self.difficulty.predict_one(x))
+            floor = SIGMA_FLOOR * self._mean_abs
+            sigma = self._mean_abs if guess is None else max(guess, floor)
+        self._last = (x, dict(x), key, y_hat, sigma)
+        return key, y_hat, sigma
 
     def predict_distribution_one(self, x: dict) -> PredictiveDistribution:
         """The predictive distribution of x's label (see ``PredictiveDistribution``)."""

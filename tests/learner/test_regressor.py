@@ -195,3 +195,35 @@ def test_numpy_labels_are_numbers():
     model = ConformalPredictiveRegressor(lr())
     model.learn_one({"a": 1.0}, np.float32(2.5))
     assert model.calibration_size == 1
+
+
+def test_difficulty_widens_the_intervals_of_hard_objects():
+    # spread's noise grows with exp(0.7 x2), which the mean (and so yhat) ignores
+    def widths(model):
+        easy, hard = [], []
+        for i, (x, y) in enumerate(S.stream("spread", 4000, seed=8)):
+            if i >= 2000 and abs(x["x2"]) > 1:
+                lo, hi = model.predict_distribution_one(x).interval(0.8)
+                (hard if x["x2"] > 0 else easy).append(hi - lo)
+            model.learn_one(x, y)
+        return np.mean(hard) / np.mean(easy)
+
+    assert widths(ConformalPredictiveRegressor(lr(), bins=1)) < 1.2
+    assert widths(ConformalPredictiveRegressor(lr(), bins=1, difficulty=lr())) > 2.0
+
+
+class _Broken:
+    """A regressor whose predictions are not numbers."""
+
+    def predict_one(self, x):
+        return math.nan
+
+    def learn_one(self, x, y):
+        pass
+
+
+def test_a_prediction_that_is_not_a_number_counts_as_zero():
+    model = ConformalPredictiveRegressor(_Broken(), bins=1)
+    model.learn_one({"a": 1.0}, 2.0)
+    d = model.predict_distribution_one({"a": 1.0})
+    assert d.y_hat == 0.0 and d.median == 2.0
