@@ -205,13 +205,14 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         feature that is not a finite number, before anything changes."""
         y = _check_target(y)
         key, y_hat, sigma = self._predict(x)
-        residual = (y - y_hat) / sigma
-        if self._alarm is not None:
-            self._alarm.learn(key, self.regressor, x, y)
-        self._residuals.add(key, y_hat, residual)
+        snapshot = None if self._alarm is None else self._alarm.snapshot_due(key, self.regressor)
+        # the model first: if it refuses the object (raises), nothing else has changed
         self.regressor.learn_one(x, y)
         if self.difficulty is not None:
             self.difficulty.learn_one(x, abs(y - y_hat))
+        self._residuals.add(key, y_hat, (y - y_hat) / sigma)
+        if self._alarm is not None:
+            self._alarm.learn(key, snapshot, x, y)
         self._version += 1
         self._mean_abs += (abs(y - y_hat) - self._mean_abs) / self._version
         self._last = None

@@ -60,8 +60,9 @@ class ResidualAlarm:
     >>> for i in range(2000):
     ...     x = {"a": rng.gauss(0, 1)}
     ...     y = 2 * x["a"] + rng.gauss(0, 1 if i < 1200 else 3)  # the noise triples at 1200
-    ...     alarm.learn(None, model, x, y)
+    ...     snapshot = alarm.snapshot_due(None, model)
     ...     model.learn_one(x, y)
+    ...     alarm.learn(None, snapshot, x, y)
     >>> alarm.alarm_at, alarm.onset
     (1227, 885)
     """
@@ -74,16 +75,24 @@ class ResidualAlarm:
         self.alarm_at: int | None = None
         self.onset: int | None = None
 
-    def learn(self, key, model, x: dict, y: float) -> None:
-        """Before ``model`` learns label y of x (of the ``by`` key ``key``)."""
+    def snapshot_due(self, key, model):
+        """Before ``model`` learns a label of ``key``: a frozen copy of it if the schedule
+        takes a snapshot at this label, else None. Changes nothing."""
+        feed = self.feeds.get(key)
+        seen = 0 if feed is None else feed.seen
+        return copy.deepcopy(model) if seen == _next_snapshot(seen, self.period) else None
+
+    def learn(self, key, snapshot, x: dict, y: float) -> None:
+        """Label y of x (of the ``by`` key ``key``), with what ``snapshot_due`` returned
+        for it before the model learned it."""
         feed = self.feeds.get(key)
         if feed is None:
             feed = self.feeds[key] = _Feed(self.alpha, seed=len(self.feeds) + 1)
-        if feed.seen == _next_snapshot(feed.seen, self.period):
+        if snapshot is not None:
             if feed.waiting is not None:
                 feed.current = feed.waiting
                 feed.alarm.restart(feed.bag, [0] * len(feed.bag))
-            feed.waiting = copy.deepcopy(model)
+            feed.waiting = snapshot
             feed.bag = []
         feed.seen += 1
         self.n += 1

@@ -227,3 +227,13 @@ def test_a_prediction_that_is_not_a_number_counts_as_zero():
     model.learn_one({"a": 1.0}, 2.0)
     d = model.predict_distribution_one({"a": 1.0})
     assert d.y_hat == 0.0 and d.median == 2.0
+
+
+def test_an_object_the_model_refuses_changes_nothing_else():
+    model = ConformalPredictiveRegressor(lr(), bins=1, alarm_alpha=0.01)
+    for x, y in S.stream("spread", 20, seed=1):
+        model.learn_one(x, y)
+    before = (model.calibration_size, model._alarm.n, model._version)
+    with pytest.raises(TypeError):  # river's scaler cannot subtract from a string
+        model.learn_one({"x0": "red", "x1": 0.0, "x2": 0.0}, 1.0)
+    assert (model.calibration_size, model._alarm.n, model._version) == before
