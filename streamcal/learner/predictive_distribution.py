@@ -12,6 +12,7 @@ prequential evaluation does).
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 from streamcal.core.cps import cdf_value, interval_ranks, quantile_rank, tau_of
 
@@ -54,7 +55,7 @@ class PredictiveDistribution:
         return self._store
 
     def _score(self, y) -> float:
-        if isinstance(y, bool) or not isinstance(y, (int, float)) or not math.isfinite(y):
+        if isinstance(y, bool) or not isinstance(y, Real) or not math.isfinite(y):
             raise ValueError(f"y must be a finite number, got {y!r}")
         return (y - self.y_hat) / self.sigma
 

@@ -9,10 +9,12 @@ object the same spread, one per bin of yhat gives each its own. The bin edges ar
 the labels reach ``FIRST_FIT`` per bin, and fitted again at each doubling of the labels
 until ``LAST_FIT`` per bin (a model that learns moves its predictions; a refit rebuilds
 the stores, O(n log n), at doubling counts, so O(log n) per label on average), then fixed.
-Before the first fit every residual is in one pool. The guarantee: given the edges in
-force, a bin's residuals are exchangeable under exchangeability of the stream, so each
-bin's distribution is calibrated for its objects; edges fitted from earlier labels (the
-refit schedule is by counts) do not change that for the labels after them.
+Before the first fit every residual is in one pool. The guarantee: once the edges are
+fixed, they are a function of earlier labels only (the schedule is by counts), and a
+bin's later residuals are exchangeable under exchangeability of the stream (with a model
+that no longer learns), so each bin's distribution is calibrated for its objects, as a
+Mondrian CPS. Before that, the edges are refitted on the predictions held (not on their
+residuals): the guarantee holds only approximately, which the tests measure.
 
 **Window**: the residuals of the newest ``window`` labels (over all categories) are held,
 the older ones removed (a drifting stream forgets).
