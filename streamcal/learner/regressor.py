@@ -23,6 +23,7 @@ from numbers import Real
 import numpy as np
 from river import base
 
+from streamcal.core.cps import cdf_value
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm_view import AlarmView
 from streamcal.learner.mondrian import category_of
@@ -196,6 +197,27 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
 
         return pd.Series([self.predict_one(x) for x in X.to_dict(orient="records")],
                          index=X.index, dtype=float)  # fmt: skip
+
+    def score_label(self, y_hat: float, sigma: float, y, tau: float, key=None) -> tuple:
+        """(PIT, CRPS) of the label ``y`` of an earlier prediction (its model output
+        ``y_hat``, difficulty ``sigma``, tau and ``by`` key: ``PredictiveDistribution``'s),
+        against the residuals of its category held *now*: for a label that comes after
+        other labels were learned, when its distribution is stale. Ask before learning
+        ``y``: its own residual would then be counted. CRPS is nan with no residual.
+
+        >>> from river import linear_model
+        >>> model = ConformalPredictiveRegressor(linear_model.LinearRegression(), bins=1)
+        >>> for i in range(20):
+        ...     model.learn_one({"a": 1.0}, float(i % 5))
+        >>> dist = model.predict_distribution_one({"a": 1.0})
+        >>> pit, crps = model.score_label(dist.y_hat, dist.sigma, 3.0, dist.tau)
+        >>> (pit, crps) == (dist.cdf(3.0), dist.crps(3.0))
+        True
+        """
+        y = _check_target(y)
+        store = self._residuals.store(key, y_hat)
+        alpha = (y - y_hat) / sigma
+        return cdf_value(store, alpha, tau), sigma * store.crps(alpha)
 
     # ------------------------------------------------------------------ learning
 

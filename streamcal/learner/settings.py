@@ -66,7 +66,7 @@ DEFAULT_WINDOW = 1000  # calibration pairs: enough for the isotonic fit, fast to
 # model's score (K probabilities) is often its dearest part (GaussianNB: 25 times its
 # learn_one), so the multiclass classifier rescores half as often. Any schedule fixed by
 # counts keeps the pretrained predictor valid (see ``streamcal.learner.pretrained``).
-REFRESH_WINDOWS = {"binary": 1, "multiclass": 2}
+REFRESH_WINDOWS = {"binary": 1, "multiclass": 2, "regression": 1}
 DEFAULT_MERGE = "log"  # minimax for log loss, the loss the metrics lead with
 DEFAULT_MAX_CATEGORIES = 1000  # bounds the memory of Mondrian calibration and its metrics
 # Below this many calibration pairs (or the window, if smaller) a Mondrian category is

@@ -77,6 +77,8 @@ __all__ = [
     "CLASS_KEYS",
     "MULTICLASS",
     "MULTICLASS_KEYS",
+    "REGRESSION",
+    "REGRESSION_KEYS",
     "TRACKER",
     "Label",
     "MetricField",
@@ -102,6 +104,7 @@ POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "mean:protected_labels"
 PROTECTION = "protection"
 ALARM = "alarm"
 MULTICLASS = "multiclass"
+REGRESSION = "regression"
 # The labels of a processor's metric line: which unit of calibration (a partition number,
 # or "global") and which instance (--instance-id, default host:pid) it comes from.
 UNIT_LABELS = ("unit", "instance")
@@ -198,6 +201,12 @@ _t_protected, _t_alarm = _t_only_with(PROTECTION), _t_only_with(ALARM)
 def _t_multiclass(key, kind, title, help, **kw) -> MetricField:
     # Optional when reading: only the lines of a multiclass run (--task multiclass) have them.
     return MetricField(key, kind, help, TRACKER, title, required=False, only_with=MULTICLASS,
+                       **kw)  # fmt: skip
+
+
+def _t_regression(key, kind, title, help, **kw) -> MetricField:
+    # Optional when reading: only the lines of a regression run (--task regression) have them.
+    return MetricField(key, kind, help, TRACKER, title, required=False, only_with=REGRESSION,
                        **kw)  # fmt: skip
 
 
@@ -324,6 +333,30 @@ FIELDS: tuple[MetricField, ...] = (
        pool="mean:raw_labels", per="raw_labels"),
     _t_multiclass("recent_raw_multiclass_square_loss", GAUGE, "raw multiclass Brier, recent",
        "Brier score of the model's probabilities, last window.", pool="mean:raw_labels"),
+    # Regression (--task regression): the fields above are then those of "the interval
+    # covers the label", p its nominal coverage (frequency is the coverage), and these are
+    # of the predictive distribution.
+    _t_regression("interval_coverage", GAUGE, "interval's nominal coverage",
+       "The coverage the predicted intervals [lo, hi] claim (--interval-coverage).",
+       pool="max"),
+    _t_regression("coverage", GAUGE, "interval coverage",
+       "Fraction of labels inside their predicted interval [lo, hi].", per="labels"),
+    _t_regression("recent_coverage", GAUGE, "interval coverage, recent",
+       "Coverage of the interval over the last window."),
+    _t_regression("interval_width", GAUGE, "interval mean width",
+       "Mean width hi - lo of the predicted intervals (mean_width is that of the claim's "
+       "pair, 0 here).", per="labels", prometheus="regression_interval_width"),
+    _t_regression("interval_score", GAUGE, "interval score",
+       "Mean interval score of [lo, hi] (Gneiting & Raftery: width plus 2/alpha times "
+       "the miss, alpha = 1 - coverage; lower is better).", per="labels"),
+    _t_regression("crps", GAUGE, "CRPS",
+       "Mean CRPS of the conformal predictive distributions at their labels (lower is "
+       "better).", per="labels"),
+    _t_regression("recent_crps", GAUGE, "CRPS, recent",
+       "Mean CRPS over the last window."),
+    _t_regression("pit_histogram", BINS, None,
+       "Histogram of the PITs Q(y) of the labels (uniform when calibrated): count per bin "
+       "of [0, 1], mean_pred the mean PIT in it."),
     # snapshot(reliability=True) only: what a report needs for its reliability diagrams.
     _t_optional("reliability", BINS, None,
        "Reliability bins of p."),
@@ -416,6 +449,7 @@ SNAPSHOT_KEYS = tuple(
 PROTECTION_KEYS = tuple(f.key for f in FIELDS if f.only_with == PROTECTION)
 ALARM_KEYS = tuple(f.key for f in FIELDS if f.only_with == ALARM)
 MULTICLASS_KEYS = tuple(f.key for f in FIELDS if f.only_with == MULTICLASS)
+REGRESSION_KEYS = tuple(f.key for f in FIELDS if f.only_with == REGRESSION)
 # The fields of a per-class line (``MulticlassTracker.class_snapshots()``), in order.
 CLASS_KEYS = tuple(f.key for f in FIELDS if CLASS in f.labels)
 

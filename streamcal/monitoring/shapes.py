@@ -12,11 +12,14 @@ Every tracker offers one protocol: ``update_protection``, ``labels`` (the predic
 tracked), ``snapshot(reliability)``, ``category_snapshots()``, ``class_snapshots()``
 (per-class lines; none but multiclass), ``to_state`` / ``from_state``.
 
-A new shape (regression) is a ``Shape`` below, in ``SHAPES``, with a marker of its own.
+A new shape is a ``Shape`` below, in ``SHAPES``, with a marker of its own. A regression
+predictions file is not replayed (its lines hold no PIT or CRPS): its metric log is the
+run's.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,10 +29,11 @@ from streamcal.monitoring import schema
 from streamcal.monitoring.metric_log import fed, iter_json_lines, read_predictions, snapshot_log
 from streamcal.monitoring.multiclass_predictions import read_multiclass_predictions
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
+from streamcal.monitoring.regression_tracker import RegressionTracker
 from streamcal.monitoring.tracker import CalibrationTracker
 
-__all__ = ["BINARY", "MULTICLASS", "SHAPES", "Shape", "log_from_predictions", "shape_of_file",
-           "shape_of_line", "shape_of_prediction"]  # fmt: skip
+__all__ = ["BINARY", "MULTICLASS", "REGRESSION", "SHAPES", "Shape", "log_from_predictions",
+           "shape_of_file", "shape_of_line", "shape_of_prediction"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,54 @@ MULTICLASS = Shape(
     # No class known yet (a null predicted class): nothing was predicted, as in the processor.
     tracked=lambda rec: rec["label"] is not None,
 )
-SHAPES = {shape.name: shape for shape in (BINARY, MULTICLASS)}
+
+
+def _read_regression(path, progress=False, labels=None):
+    # A prediction line has no PIT or CRPS: they are read at the join, against the
+    # residuals held then, which the file does not have.
+    raise ValueError(
+        f"{os.fspath(path)}: a regression predictions file cannot be replayed into a "
+        "metric log (the PIT and CRPS of a label are computed when it joins, against the "
+        "residuals held then); report on the run's metric log instead"
+    )
+
+
+def _update_regression(tracker, rec: dict) -> None:
+    raise AssertionError("unreachable: _read_regression yields no record")
+
+
+# The interval a library prediction is tracked with (the processor's --interval-coverage
+# default).
+LIBRARY_COVERAGE = 0.9
+
+
+def _record_regression(tracker, prediction, y, category) -> None:
+    lo, hi = prediction.interval(LIBRARY_COVERAGE)
+    if math.isfinite(lo) and math.isfinite(hi):  # else too few residuals: nothing claimed
+        tracker.update(lo, hi, y, LIBRARY_COVERAGE, pit=prediction.cdf(y),
+                       crps=prediction.crps(y), category=category)  # fmt: skip
+
+
+def _check_number(y) -> None:
+    if isinstance(y, bool) or not isinstance(y, int | float) or not math.isfinite(y):
+        raise ValueError(f"a regression label must be a finite number, got {y!r}")
+
+
+REGRESSION = Shape(
+    name="regression",
+    tracker_class=RegressionTracker,
+    feature=schema.REGRESSION,
+    line_marker="quantiles",
+    prediction_marker="cdf",
+    read=_read_regression,
+    update=_update_regression,
+    record=_record_regression,
+    check_label=_check_number,
+    predictions="regression predictions",
+    a_prediction="regression prediction",
+    nothing_tracked="no interval was finite",
+)
+SHAPES = {shape.name: shape for shape in (BINARY, MULTICLASS, REGRESSION)}
 # The shape of what carries no marker of another.
 _PLAIN = BINARY
 

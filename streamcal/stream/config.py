@@ -267,7 +267,9 @@ class ProcessorConfig:
         "binary (labels 0/1 or true/false) or multiclass (labels are class names: strings "
         "or integers; each prediction carries a probability per class, the predicted "
         "class with its Venn-Abers pair and, with scheme one-vs-rest, a pair per class; "
-        "mode pretrained only; the alarm but no p_protected; see docs/processor.md)",
+        "mode pretrained only; the alarm but no p_protected) or regression (labels are "
+        "numbers; each prediction carries a conformal predictive distribution's median, "
+        "interval and quantiles; see docs/processor.md)",
         "model",
         OneOf(TASKS),
     )
@@ -284,6 +286,19 @@ class ProcessorConfig:
         "dead-lettered (one-vs-one keeps K(K-1)/2 stores)",
         "model",
         AtLeast(2),
+    )
+    interval_coverage: float = setting(
+        0.9,
+        "with --task regression: the coverage each prediction's interval [lo, hi] claims",
+        "model",
+        Between(0, 1, open=True),
+    )
+    quantiles: str = setting(
+        "0.05,0.25,0.5,0.75,0.95",
+        "with --task regression: the quantiles each prediction carries, comma-separated "
+        "levels in (0, 1)",
+        "model",
+        Checked("streamcal.stream.tasks.regression:quantile_levels", bad="0.5,1.5"),
     )
     protect: bool = setting(
         True,

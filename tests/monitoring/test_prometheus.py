@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamcal.monitoring import CalibrationTracker, PrometheusExporter
-from streamcal.monitoring.schema import COUNTER, GAUGE, MULTICLASS_KEYS, fields
+from streamcal.monitoring.schema import COUNTER, GAUGE, MULTICLASS_KEYS, REGRESSION_KEYS, fields
 
 
 def scrape(exporter):
@@ -59,6 +59,8 @@ def a_metric_line():
         "version": "7",
         # a multiclass line's own fields (never in the same line as protection's)
         **{k: 0.25 + i for i, k in enumerate(MULTICLASS_KEYS)},
+        # and a regression line's (the PIT histogram aside: bins)
+        **{k: 0.125 + i for i, k in enumerate(REGRESSION_KEYS) if k != "pit_histogram"},
     }
 
 

@@ -91,9 +91,10 @@ def test_a_field_added_to_the_schema_reaches_line_scrape_and_report(
 
     final = proc.run(max_idle_s=1.0, on_metrics=on_metrics)
 
-    # The metric line: in schema order (a binary one: without the multiclass fields), with
-    # the new field last.
-    binary = [f.key for f in schema.FIELDS if f.only_with != schema.MULTICLASS]
+    # The metric line: in schema order (a binary one: without the multiclass and
+    # regression fields), with the new field last.
+    binary = [f.key for f in schema.FIELDS
+              if f.only_with not in (schema.MULTICLASS, schema.REGRESSION)]  # fmt: skip
     assert [k for k in final if k not in ("unit", "instance")] == binary
     assert final["label_records"] == len(labels) == n - 2
     lines = [orjson.loads(x) for x in metrics_file.read_text().splitlines()]

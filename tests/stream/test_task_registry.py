@@ -30,22 +30,24 @@ def test_every_entry_declares_its_parts(name):
     for part in _DECLARED:
         assert getattr(entry, part, None) is not getattr(Task, part, None), part
     assert entry.shape is SHAPES[name] and entry.tracker_class() is entry.shape.tracker_class
-    assert {"x", "p0", "p1", "p", "category"} <= set(entry.pending_type._fields)
+    assert {"x", "category"} <= set(entry.pending_type._fields)
     assert hasattr(entry.classifier_class(), "learn_one")
 
 
 def test_an_unknown_task_is_refused_naming_the_tasks():
-    for bad in ("regression", "Binary", None, ["binary"]):
-        with pytest.raises(ValueError, match="task must be one of binary, multiclass, got"):
+    names = "binary, multiclass, regression"
+    for bad in ("ranking", "Binary", None, ["binary"]):
+        with pytest.raises(ValueError, match=f"task must be one of {names}, got"):
             task_named(bad)
-    with pytest.raises(ValueError, match="task must be one of binary, multiclass, got 'ranking'"):
+    with pytest.raises(ValueError, match=f"task must be one of {names}, got 'ranking'"):
         ProcessorConfig(task="ranking").validate()
 
 
 def test_a_checkpoints_task_name_is_compared_not_trusted():
     """A fingerprint's task may be anything (another version, a damaged file): its scheme
     is None rather than an error, so that the comparison names the mismatch."""
-    assert [resolved_scheme(t, None) for t in (None, "regression", ["x"], 3)] == [None] * 4
+    assert [resolved_scheme(t, None) for t in (None, "ranking", ["x"], 3)] == [None] * 4
+    assert resolved_scheme("regression", None) is None
     assert resolved_scheme("multiclass", "top-label") == "top-label"
     assert resolved_scheme("binary", "top-label") is None
 
@@ -58,10 +60,12 @@ def test_a_checkpoints_task_name_is_compared_not_trusted():
         ("binary", False, False, ()),
         ("multiclass", True, True, ("multiclass", "alarm")),  # no protection per class
         ("multiclass", False, False, ("multiclass",)),
+        ("regression", True, True, ("regression", "alarm")),  # no protection
+        ("regression", False, False, ("regression",)),
     ],
 )
 def test_the_metric_features_of_each_task(task, protect, alarm, features):
-    model = "gnb" if task == "multiclass" else "lr"
+    model = {"multiclass": "gnb", "regression": "logreg"}.get(task, "lr")
     config = ProcessorConfig(task=task, model=model, protect=protect, alarm=alarm)
     assert features_of(config) == features
 

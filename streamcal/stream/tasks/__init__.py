@@ -9,6 +9,7 @@ settings (``task_of(config)``); nothing outside this package compares a task's n
 ========== ============================================ ==============================
 binary     ``VennAbersClassifier`` (protection, alarm)  ``CalibrationTracker``
 multiclass ``VennAbersMultiClassifier`` (alarm)          ``MulticlassTracker``
+regression ``ConformalPredictiveRegressor`` (alarm)      ``RegressionTracker``
 ========== ============================================ ==============================
 
 **What an entry supplies.** A task is a subclass of ``streamcal.stream.tasks.task.Task``
@@ -36,7 +37,7 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
   ``unpack`` (what waits as bytes, exactly restored), ``refuse(clf, pred, y, eid)`` (a
   reason to dead-letter a label before anything learns), ``learn`` (d) and ``track``.
 
-A new task (regression, issue 40) is a module here with its ``Task`` subclass, a line in
+A new task is a module here with its ``Task`` subclass, a line in
 ``_ENTRIES``, a ``Shape`` in ``streamcal.monitoring.shapes``, its fields in the metric
 schema under the shape's feature and its name in ``--task``'s help; with the pretrained
 mode's default refresh, its name in ``streamcal.learner.settings.REFRESH_WINDOWS`` too
@@ -54,6 +55,7 @@ __all__ = ["LEGACY_TASK", "NAMES", "resolved_scheme", "task_named", "task_of"]
 _ENTRIES = {
     "binary": "streamcal.stream.tasks.binary",
     "multiclass": "streamcal.stream.tasks.multiclass",
+    "regression": "streamcal.stream.tasks.regression",
 }
 NAMES = tuple(_ENTRIES)
 # The task of a checkpoint written before tasks had names (before version 5).
@@ -68,7 +70,7 @@ def task_named(name):
     >>> task_named("ranking")
     Traceback (most recent call last):
     ...
-    ValueError: task must be one of binary, multiclass, got 'ranking'
+    ValueError: task must be one of binary, multiclass, regression, got 'ranking'
     """
     module = _ENTRIES.get(name) if isinstance(name, str) else None
     if module is None:
