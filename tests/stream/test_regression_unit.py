@@ -1,0 +1,183 @@
+"""The regression unit (``--task regression``) without a broker.
+
+Its predictions equal a bare ``ConformalPredictiveRegressor``'s fed in the unit's join
+order, and its tracker equals a ``RegressionTracker`` fed each label's PIT and CRPS read
+from the distribution that was predicted (labels right after their events: nothing is
+learned in between, so the distribution is the one the join reads); every interval
+holds its median; bad labels are dead-lettered with the state unchanged; a restart from
+a checkpoint file predicts as the uninterrupted run; the settings' rules.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+
+import orjson
+import pytest
+
+from streamcal.monitoring.regression_tracker import RegressionTracker
+from streamcal.stream.config import ProcessorConfig
+from streamcal.stream.pending import EVENT
+from streamcal.stream.state.checkpoint import CheckpointStore
+from streamcal.stream.tasks.regression import StreamRegressor, _scaled_linear_regression
+from streamcal.stream.unit import CalibrationUnit
+from tests._fakes import Record
+from tests._helpers import full_state
+
+
+def _config(**settings) -> ProcessorConfig:
+    base = dict(events_topic="ev", labels_topic="lab", metrics_file="none", task="regression",
+                window=300, quantiles="0.1,0.5,0.9", interval_coverage=0.8)  # fmt: skip
+    return ProcessorConfig.build(**{**base, **settings})
+
+
+def _unit(config):
+    unit = CalibrationUnit(config)
+    sent = []
+    unit.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
+    return unit, sent
+
+
+def _stream(n: int, seed: int):
+    """Events (id, x) and labels (id, y): y = 3 x1 - x2 + noise growing with |x1|."""
+    rng = random.Random(seed)
+    events, labels = [], []
+    for i in range(n):
+        x1, x2 = rng.uniform(-2, 2), rng.uniform(-1, 1)
+        events.append((f"e{i}", {"x1": x1, "x2": x2}))
+        labels.append((f"e{i}", 3 * x1 - x2 + rng.gauss(0, 0.5 + abs(x1))))
+    return events, labels
+
+
+def _records(items):
+    for t, (kind, (eid, v)) in enumerate(items):
+        body = {"id": eid, "features": v} if kind == "e" else {"id": eid, "label": v}
+        yield kind, Record("ev" if kind == "e" else "lab", 0, t, 1000 + t, eid.encode(),
+                           orjson.dumps(body))  # fmt: skip
+
+
+def _feed(unit, items):
+    for kind, rec in _records(items):
+        (unit.on_event if kind == "e" else unit.on_label)(rec)
+
+
+def _interleaved(events, labels):
+    return [it for ev, lab in zip(events, labels, strict=True) for it in (("e", ev), ("l", lab))]
+
+
+def _schedule(events, labels, delay: int, rng):
+    at = [(i + 0.5, ("e", ev)) for i, ev in enumerate(events)]
+    at += [(i + rng.randrange(0, delay + 1) + 0.75, ("l", lab)) for i, lab in enumerate(labels)]
+    return [item for _, item in sorted(at, key=lambda a: a[0])]
+
+
+def _predictions(sent):
+    return [m for t, m in sent if t == "streamcal.predictions"]
+
+
+def test_predictions_and_tracker_equal_the_bare_regressor():
+    events, labels = _stream(400, seed=1)
+    unit, sent = _unit(_config(alarm=False, protect=False))
+    _feed(unit, _interleaved(events, labels))
+    clf = StreamRegressor(_scaled_linear_regression(), window=300)
+    tracker = RegressionTracker(window=1000, bins=10)
+    expected = []
+    for (eid, x), (_, y) in zip(events, labels, strict=True):
+        dist = clf.predict_distribution_one(x)
+        lo, hi = dist.interval(0.8)
+        expected.append((eid, dist.median, lo, hi, dist.quantile(0.1), dist.quantile(0.9)))
+        if math.isfinite(lo) and math.isfinite(hi):
+            tracker.update(lo, hi, y, 0.8, pit=dist.cdf(y), crps=dist.crps(y))
+        clf.learn_one(x, y)
+
+    def finite(v):
+        return v if math.isfinite(v) else None
+
+    got = [(m["id"], m["y_hat"], m["lo"], m["hi"], m["quantiles"]["0.1"], m["quantiles"]["0.9"])
+           for m in _predictions(sent)]  # fmt: skip
+    assert got == [(e, yh, finite(lo), finite(hi), finite(a), finite(b))
+                   for e, yh, lo, hi, a, b in expected]  # fmt: skip
+    snap, ref = unit.snapshot(), tracker.snapshot(reliability=True)
+    assert snap["labels"] == ref["labels"] > 350
+    for key in ("coverage", "crps", "interval_width", "interval_score", "pit_histogram",
+                "recent_crps", "frequency"):  # fmt: skip
+        assert snap[key] == ref[key], key
+
+
+def test_every_interval_holds_its_median_and_covers_as_claimed():
+    events, labels = _stream(2500, seed=2)
+    unit, sent = _unit(_config(interval_coverage=0.9, window=1000))
+    _feed(unit, _interleaved(events, labels))
+    preds = _predictions(sent)
+    assert len(preds) == 2500
+    bounded = [m for m in preds if m["lo"] is not None and m["hi"] is not None]
+    assert len(bounded) > 2400
+    for m in bounded:
+        assert m["lo"] <= m["y_hat"] <= m["hi"]
+        q = m["quantiles"]
+        assert q["0.1"] <= q["0.5"] == m["y_hat"] <= q["0.9"]
+    snap = unit.snapshot()
+    assert 0.87 <= snap["coverage"] <= 0.93 and snap["interval_coverage"] == 0.9
+    assert snap["crps"] > 0 and snap["log_martingale"] is not None
+    counts = [b["count"] for b in snap["pit_histogram"]]
+    assert sum(counts) == snap["labels"] and min(counts) > 0.7 * max(counts)
+
+
+@pytest.mark.parametrize(
+    "label, reason",
+    [
+        ("4.5", "label is not a finite number: '4.5'"),
+        (True, "label is not a finite number: True"),
+        (None, "label is not a finite number: None"),
+        ([1], "label is not a finite number: an array of 1 items"),
+    ],
+)
+def test_a_label_that_is_not_a_number_is_dead_lettered_with_the_state_unchanged(label, reason):
+    events, labels = _stream(60, seed=4)
+    unit, sent = _unit(_config())
+    _feed(unit, _interleaved(events, labels))
+    _feed(unit, [("e", ("bad", {"x1": 0.0, "x2": 0.0}))])
+    before = pickle.dumps({k: v for k, v in full_state(unit).items() if k != "offsets"})
+    sent.clear()
+    unit.on_label(Record("lab", 0, 999, 5000, b"bad", orjson.dumps({"id": "bad", "label": label})))
+    after = full_state(unit)
+    assert [(t, m["reason"]) for t, m in sent] == [("streamcal.dead-letters", reason)]
+    after["counts"]["dead_letters"] -= 1
+    assert pickle.dumps({k: v for k, v in after.items() if k != "offsets"}) == before
+    assert unit.pending.lookup("bad")[0] == EVENT  # still waits for a good label
+
+
+def test_a_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_path):
+    events, labels = _stream(600, seed=5)
+    items = _schedule(events, labels, delay=15, rng=random.Random(6))
+    cut = len(items) // 2
+    whole, sent_whole = _unit(_config())
+    _feed(whole, items)
+    first, _ = _unit(_config())
+    _feed(first, items[:cut])
+    store = CheckpointStore(tmp_path, key=b"0123456789abcdef")
+    store.save(full_state(first))
+    second = CalibrationUnit.from_state(store.load(), config=_config())
+    sent = []
+    second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
+    _feed(second, items[cut:])
+    tail = [m for _, m in sent_whole][-len(sent) :]
+    assert len(sent) > 250 and [m for _, m in sent] == tail
+    assert second.snapshot() == whole.snapshot()  # the alarm's fields included
+    assert second.clf.log_martingale == whole.clf.log_martingale
+
+
+def test_config_rules():
+    with pytest.raises(ValueError, match="by .* not supported with --task regression"):
+        _config(by="x1").validate()
+    with pytest.raises(ValueError, match="model 'gnb' is a classifier"):
+        _config(model="gnb").validate()
+    with pytest.raises(ValueError, match="quantiles must be comma-separated levels"):
+        _config(quantiles="0.5,0.5").validate()
+    with pytest.raises(ValueError, match="interval_coverage must be in"):
+        _config(interval_coverage=1.0).validate()
+    with pytest.raises(ValueError, match="label_default .* finite number"):
+        _config(label_horizon=10.0, label_default="high").validate()
+    _config(model="river.linear_model:LinearRegression", protect=False).validate()
