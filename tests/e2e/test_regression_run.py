@@ -1,7 +1,8 @@
 """`streamcal run --task regression` against a real tansu broker: on a shuffled stream
 every prediction has lo <= y_hat <= hi, the final metric line's 90% interval covers
 0.87-0.93 of the labels and carries the CRPS and the PIT histogram; a label that is not
-a number is a dead letter."""
+a number is a dead letter; kill -9 at random moments and restarts give the predictions
+and the final metric line of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -14,12 +15,17 @@ from streamcal.monitoring.schema import ALARM_KEYS, REGRESSION_KEYS
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._kafka_helpers import (
+    CHECKPOINT_KEY,
     base_settings,
     json_values,
+    kill_9_then_finish,
     metric_lines,
     produce_stream,
     read_topic,
+    same_predictions,
+    suffixed,
     synthetic_stream,
+    untimed,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -38,6 +44,13 @@ def _regression(labels, events, bad: str):
     return out
 
 
+def _settings(bootstrap, topics, **extra):
+    settings = base_settings(bootstrap, topics, task="regression", **{"metrics_every": 500,
+                                                                        **extra})  # fmt: skip
+    del settings["mode"]  # a classifier's setting
+    return settings
+
+
 def test_regression_run_predicts_intervals_that_cover_as_claimed(
     kafka_broker, unique_topics, tmp_path
 ):
@@ -46,9 +59,7 @@ def test_regression_run_predicts_intervals_that_cover_as_claimed(
     labels = _regression(labels, events, bad="e30")
     produce_stream(kafka_broker, unique_topics, events, labels)
     metrics = tmp_path / "metrics.jsonl"
-    settings = base_settings(kafka_broker, unique_topics, task="regression",
-                             metrics_every=500, metrics_file=str(metrics))  # fmt: skip
-    del settings["mode"]  # a classifier's setting
+    settings = _settings(kafka_broker, unique_topics, metrics_file=str(metrics))
     final = Processor(ProcessorConfig.build(**settings)).run(max_idle_s=1.5)
 
     assert final["dead_letters"] == 1 and final["labels"] > n - 100
@@ -67,3 +78,33 @@ def test_regression_run_predicts_intervals_that_cover_as_claimed(
     for p in bounded:
         assert p["lo"] <= p["y_hat"] <= p["hi"], p
         assert sorted(p["quantiles"]) == ["0.05", "0.25", "0.5", "0.75", "0.95"]
+
+
+def test_regression_with_kill_9_and_restart_gives_the_uninterrupted_results(
+    kafka_broker, unique_topics, tmp_path, streamcal_run
+):
+    n = 1500
+    events, labels = synthetic_stream(n, seed=23, shuffle_labels=300, missing=frozenset({9}))
+    labels = _regression(labels, events, bad="e40")
+    ref_topics, crash_topics = suffixed(unique_topics, "ref"), suffixed(unique_topics, "crash")
+    produce_stream(kafka_broker, ref_topics, events, labels)
+    produce_stream(kafka_broker, crash_topics, events, labels)
+    ref = ProcessorConfig.build(
+        **_settings(kafka_broker, ref_topics, metrics_every=100, checkpoint_interval=0.25),
+        state_dir=str(tmp_path / "ref-state"),
+        checkpoint_key=CHECKPOINT_KEY,
+    )
+    ref_final = Processor(ref).run(max_idle_s=1.5)
+    assert ref_final["dead_letters"] == 1 and ref_final["crps"] > 0
+
+    metrics = tmp_path / "metrics.jsonl"
+    settings = _settings(kafka_broker, crash_topics, metrics_every=100, checkpoint_interval=0.25,
+                         state_dir=tmp_path / "state", metrics_file=metrics)  # fmt: skip
+    seed = kill_9_then_finish(streamcal_run, settings, tmp_path / "state", metrics)
+    note = f"(kill moments seed {seed})"
+    assert untimed(metric_lines(metrics)[-1]) == untimed(ref_final), note
+    want = same_predictions(
+        kafka_broker, ref_topics["predictions"], crash_topics["predictions"], n, note
+    )
+    last = list(want.values())[-1]
+    assert last["lo"] <= last["y_hat"] <= last["hi"]
