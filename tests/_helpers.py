@@ -207,3 +207,24 @@ def stored_state(state_dir, unit=None) -> dict:
     from streamcal.stream.state.checkpoint import unseal
 
     return unseal(CHECKPOINT_KEY.encode(), stored(state_dir, unit)[0], "the test's read")
+
+
+def assert_bad_label_dead_lettered(unit, sent: list, label, reason: str) -> None:
+    """The label ``label`` of the waiting event "bad" becomes one dead letter with
+    ``reason`` (``sent``: what ``unit`` sent, as (topic, JSON)), the unit's state as it was
+    but for that count, the event still waiting."""
+    import pickle
+
+    import orjson
+
+    from streamcal.stream.pending import EVENT
+    from tests._fakes import Record
+
+    before = pickle.dumps({k: v for k, v in full_state(unit).items() if k != "offsets"})
+    sent.clear()
+    unit.on_label(Record("lab", 0, 999, 5000, b"bad", orjson.dumps({"id": "bad", "label": label})))
+    after = full_state(unit)
+    assert [(t, m["reason"]) for t, m in sent] == [("streamcal.dead-letters", reason)]
+    after["counts"]["dead_letters"] -= 1
+    assert pickle.dumps({k: v for k, v in after.items() if k != "offsets"}) == before
+    assert unit.pending.lookup("bad")[0] == EVENT  # still waits for a good label

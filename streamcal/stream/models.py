@@ -36,6 +36,7 @@ __all__ = [
     "BINARY_ONLY",
     "DEFAULT_MODEL",
     "PRESETS",
+    "called_model",
     "check_model_spec",
     "describe_presets",
     "find_model",
@@ -129,11 +130,16 @@ def find_model(spec: str):
 def make_model(spec: str):
     """A fresh river classifier from a preset name or ``module:function`` (called with no
     arguments). Raises ``ValueError`` with a one-line message if it cannot be made."""
-    func = find_model(spec)
+    return called_model(spec, find_model(spec), "predict_proba_one", "classifier")
+
+
+def called_model(spec: str, func, predicts: str, kind: str):
+    """``func()``, the model ``spec`` names, checked to have ``learn_one`` and the method
+    ``predicts`` (a river ``kind``); ``ValueError`` with a one-line message if not."""
     try:
         model = func()
     except Exception as exc:
         raise ValueError(f"model {spec!r}: calling it failed: {exc!r}") from None
-    if not (hasattr(model, "predict_proba_one") and hasattr(model, "learn_one")):
-        raise ValueError(f"model {spec!r} did not return a river classifier: {model!r}")
+    if not (hasattr(model, predicts) and hasattr(model, "learn_one")):
+        raise ValueError(f"model {spec!r} did not return a river {kind}: {model!r}")
     return model

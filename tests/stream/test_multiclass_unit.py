@@ -23,7 +23,7 @@ from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.migrations import upgrade
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import full_state, v5_state
+from tests._helpers import assert_bad_label_dead_lettered, full_state, v5_state
 
 CENTRES = {"a": (0.0, 0.0), "b": (2.0, 0.0), 7: (0.0, 2.0), "late": (2.0, 2.0)}
 
@@ -178,14 +178,7 @@ def test_a_bad_label_type_is_dead_lettered_with_the_state_unchanged(label, reaso
     _feed(unit, [it for ev, lab in zip(events, labels, strict=True)
                  for it in (("e", ev), ("l", lab))])  # fmt: skip
     _feed(unit, [("e", ("bad", {"x1": 0.0, "x2": 0.0}))])
-    before = pickle.dumps({k: v for k, v in full_state(unit).items() if k != "offsets"})
-    sent.clear()
-    unit.on_label(Record("lab", 0, 999, 5000, b"bad", orjson.dumps({"id": "bad", "label": label})))
-    after = full_state(unit)
-    assert [(t, m["reason"]) for t, m in sent] == [("streamcal.dead-letters", reason)]
-    after["counts"]["dead_letters"] -= 1
-    assert pickle.dumps({k: v for k, v in after.items() if k != "offsets"}) == before
-    assert unit.pending.lookup("bad")[0] == EVENT  # still waits for a good label
+    assert_bad_label_dead_lettered(unit, sent, label, reason)
 
 
 def test_a_class_beyond_max_classes_is_dead_lettered():

@@ -11,7 +11,6 @@ a checkpoint file predicts as the uninterrupted run; the settings' rules.
 from __future__ import annotations
 
 import math
-import pickle
 import random
 
 import orjson
@@ -19,12 +18,11 @@ import pytest
 
 from streamcal.monitoring.regression_tracker import RegressionTracker
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.pending import EVENT
 from streamcal.stream.state.checkpoint import CheckpointStore
 from streamcal.stream.tasks.regression import StreamRegressor, _scaled_linear_regression
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import full_state
+from tests._helpers import assert_bad_label_dead_lettered, full_state
 
 
 def _config(**settings) -> ProcessorConfig:
@@ -139,14 +137,7 @@ def test_a_label_that_is_not_a_number_is_dead_lettered_with_the_state_unchanged(
     unit, sent = _unit(_config())
     _feed(unit, _interleaved(events, labels))
     _feed(unit, [("e", ("bad", {"x1": 0.0, "x2": 0.0}))])
-    before = pickle.dumps({k: v for k, v in full_state(unit).items() if k != "offsets"})
-    sent.clear()
-    unit.on_label(Record("lab", 0, 999, 5000, b"bad", orjson.dumps({"id": "bad", "label": label})))
-    after = full_state(unit)
-    assert [(t, m["reason"]) for t, m in sent] == [("streamcal.dead-letters", reason)]
-    after["counts"]["dead_letters"] -= 1
-    assert pickle.dumps({k: v for k, v in after.items() if k != "offsets"}) == before
-    assert unit.pending.lookup("bad")[0] == EVENT  # still waits for a good label
+    assert_bad_label_dead_lettered(unit, sent, label, reason)
 
 
 def test_a_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_path):

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import orjson
-
 from streamcal.core.merge import SCALAR_MERGES
 from streamcal.monitoring.shapes import BINARY
 from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.messages import decode_label
-from streamcal.stream.tasks.task import DOUBLE, LENGTH, NUMBERS4, VERSION, Task, fresh_alarm
+from streamcal.stream.tasks.task import (
+    DOUBLE,
+    NUMBERS4,
+    VERSION,
+    Task,
+    fresh_alarm,
+    pack_category,
+    unpack_category,
+)
 
 __all__ = ["BinaryTask", "PendingPrediction", "TASK"]
 
@@ -119,8 +125,7 @@ class BinaryTask(Task):
         if pp is not None:
             out += DOUBLE.pack(pp)
         if category is not None:
-            c = orjson.dumps(category)
-            out += LENGTH.pack(len(c)) + c
+            out += pack_category(category)
         return out + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingPrediction:
@@ -131,9 +136,7 @@ class BinaryTask(Task):
             pp = DOUBLE.unpack_from(data, at)[0]
             at += 8
         if flags & _HAS_CATEGORY:
-            n = LENGTH.unpack_from(data, at)[0]
-            category = orjson.loads(data[at + 4 : at + 4 + n])
-            at += 4 + n
+            category, at = unpack_category(data, at)
         x = self.codec.unpack(data, at)[0]
         return PendingPrediction(x, p0, p1, p, score, category, pp)
 

@@ -25,14 +25,12 @@ import pickle
 import struct
 from typing import Any, NamedTuple
 
-import orjson
-
 from streamcal.learner.regressor import ConformalPredictiveRegressor
 from streamcal.monitoring.shapes import REGRESSION
 from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_record, _short
-from streamcal.stream.models import DEFAULT_MODEL, find_model
+from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
 from streamcal.stream.packing import FeatureCodec
-from streamcal.stream.tasks.task import LENGTH, VERSION, Task
+from streamcal.stream.tasks.task import VERSION, Task, pack_category, unpack_category
 
 __all__ = ["PendingRegression", "RegressionTask", "StreamRegressor", "TASK",
            "decode_number_label", "quantile_levels"]  # fmt: skip
@@ -197,13 +195,7 @@ class RegressionTask(Task):
     def new_model(self):
         spec = self.config.model
         make = _scaled_linear_regression if spec == DEFAULT_MODEL else find_model(spec)
-        try:
-            model = make()
-        except Exception as exc:
-            raise ValueError(f"model {spec!r}: calling it failed: {exc!r}") from None
-        if not (hasattr(model, "predict_one") and hasattr(model, "learn_one")):
-            raise ValueError(f"model {spec!r} did not return a river regressor: {model!r}")
-        return model
+        return called_model(spec, make, "predict_one", "regressor")
 
     def new_classifier(self):
         window = self.config.classifier_settings().window
@@ -232,8 +224,7 @@ class RegressionTask(Task):
         flags = _HAS_CATEGORY if pred.category is not None else 0
         out = _NUMBERS5.pack(flags, pred.y_model, pred.sigma, pred.tau, pred.lo, pred.hi)
         if pred.category is not None:
-            c = orjson.dumps(pred.category)
-            out += LENGTH.pack(len(c)) + c
+            out += pack_category(pred.category)
         return out + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingRegression:
@@ -241,9 +232,7 @@ class RegressionTask(Task):
         at = _NUMBERS5.size
         category = None
         if flags & _HAS_CATEGORY:
-            n = LENGTH.unpack_from(data, at)[0]
-            category = orjson.loads(data[at + 4 : at + 4 + n])
-            at += 4 + n
+            category, at = unpack_category(data, at)
         x = self.codec.unpack(data, at)[0]
         return PendingRegression(x, y_model, sigma, tau, lo, hi, category)
 

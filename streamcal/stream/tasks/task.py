@@ -15,19 +15,37 @@ from __future__ import annotations
 
 import struct
 
+import orjson
+
 import streamcal
 from streamcal.monitoring import schema
 from streamcal.stream.messages import decode_event
 from streamcal.stream.models import SCORE_PREFIX, make_model
 from streamcal.stream.packing import FeatureCodec
 
-__all__ = ["Task", "fresh_alarm"]
+__all__ = ["Task", "fresh_alarm", "pack_category", "unpack_category"]
 
 VERSION = streamcal.__version__
 # The fixed head of what waits: flags, p0, p1, p, score
 NUMBERS4 = struct.Struct("<B4d")
 DOUBLE = struct.Struct("<d")
 LENGTH = struct.Struct("<I")
+
+
+def pack_category(category) -> bytes:
+    """A category as what waits holds it: its length, then its JSON."""
+    c = orjson.dumps(category)
+    return LENGTH.pack(len(c)) + c
+
+
+def unpack_category(data: bytes, at: int) -> tuple:
+    """(the category ``pack_category`` put at ``at`` of ``data``, the offset after it).
+
+    >>> unpack_category(b"xx" + pack_category({"shop": 7}), 2)
+    ({'shop': 7}, 16)
+    """
+    n = LENGTH.unpack_from(data, at)[0]
+    return orjson.loads(data[at + 4 : at + 4 + n]), at + 4 + n
 
 
 def _kept_features(config):
