@@ -6,7 +6,8 @@ arrives.
 
 Layers, each importing only those below it: ``core`` (exact algorithms), ``learner``
 (river), ``monitoring`` (losses, calibration), ``stream`` (Kafka), ``demo`` (local
-broker, demo stream), ``cli`` (docs/contracts.md).
+broker, demo stream), ``cli`` (docs/contracts.md). Every error streamcal raises derives
+from ``StreamcalError`` (``streamcal.errors``).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -52,6 +53,15 @@ _PUBLIC = {
     "MetricLogWriter": "streamcal.monitoring",
     "PrometheusExporter": "streamcal.monitoring",
     "write_report": "streamcal.monitoring",
+    # --- the errors' tree (outside the layers) ---
+    "StreamcalError": "streamcal.errors",
+    "BrokerError": "streamcal.errors",
+    "ConfigurationError": "streamcal.errors",
+    "DependencyError": "streamcal.errors",
+    "InputError": "streamcal.errors",
+    "InputLostError": "streamcal.errors",
+    "StateError": "streamcal.errors",
+    "SupersededError": "streamcal.errors",
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
@@ -87,4 +97,13 @@ __all__ = [
     "MetricLogWriter",
     "PrometheusExporter",
     "write_report",
+    # errors
+    "StreamcalError",
+    "BrokerError",
+    "ConfigurationError",
+    "DependencyError",
+    "InputError",
+    "InputLostError",
+    "StateError",
+    "SupersededError",
 ]

@@ -36,6 +36,7 @@ import math
 import os
 from pathlib import Path
 
+from streamcal.errors import DependencyError
 from streamcal.monitoring import schema
 from streamcal.monitoring.event_rate import event_rate
 from streamcal.monitoring.metric_log import (
@@ -71,7 +72,7 @@ _CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
 _DASH = (0, (4, 3))  # the protected probability's curves: p's show between the dashes
 
 
-class MissingDependencyError(ImportError):
+class MissingDependencyError(DependencyError, ImportError):
     """matplotlib is needed for figures: ``pip install 'streamcal-va[report]'``."""
 
 
