@@ -251,11 +251,6 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         ``VennAbersClassifier``)."""
         return list(self._classes.labels)
 
-    def __setstate__(self, state: dict) -> None:
-        if "classes" in state:  # pickled when ``classes`` was the ``Classes`` itself
-            state["_classes"] = state.pop("classes")
-        self.__dict__.update(state)
-
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict]:
         from river import naive_bayes

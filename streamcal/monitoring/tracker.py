@@ -28,8 +28,6 @@ import math
 from collections import deque
 from numbers import Integral, Real
 
-from river import stats
-
 from streamcal.core.validate import check_label
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
@@ -77,8 +75,6 @@ class _Means:
 
     __slots__ = ("n", "log", "square", "width", "n_raw", "raw_log", "raw_square",
                  "n_prot", "prot_log", "prot_square")  # fmt: skip
-    # Slots added later, with their initial values: states written before them lack them.
-    _LATER = {"n_prot": 0, "prot_log": 0.0, "prot_square": 0.0}
 
     def __init__(self):
         self.n = self.n_raw = self.n_prot = 0
@@ -140,17 +136,8 @@ class _Means:
         return {k: getattr(self, k) for k in self.__slots__}
 
     def __setstate__(self, state):
-        if isinstance(state.get("log"), stats.Mean):  # pickled by an earlier streamcal: Means
-            state = _means_state(state)
         for k in self.__slots__:
-            setattr(self, k, state[k] if k in state else self._LATER[k])
-
-
-def _means_state(old: dict) -> dict:
-    """The state of a ``_Means`` from its earlier form, one ``stats.Mean`` per term."""
-    state = {k: old[k]._mean for k in ("log", "square", "width", "raw_log", "raw_square")}
-    state["n"], state["n_raw"] = int(old["log"].n), int(old["raw_log"].n)
-    return state
+            setattr(self, k, state[k])
 
 
 def prediction_in_range(p0, p1, p=None, score=None, p_protected=None) -> bool:
@@ -427,19 +414,6 @@ class CalibrationTracker:
     def __getstate__(self):
         self._fold_pending()  # a pickle or copy holds the statistics themselves
         return dict(self.__dict__)
-
-    def __setstate__(self, state):
-        if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
-            rolling = state["_recent"]  # a river Rolling of _Means, its inputs in .window
-            state["_recent"] = rolling.obj
-            state["_window"] = deque(args for args, _ in rolling.window)
-            state["_p0"], state["_p1"] = state["_p0"]._mean, state["_p1"]._mean
-        if "_categories" not in state:  # from before per-category statistics
-            state["_categories"] = CategoryBreakdown(bins=state["bins"])
-        state.setdefault("protected_labels", 0)  # from before protection
-        state.setdefault("_protection", None)
-        state.setdefault("_pending", [])  # from before the batched folding: all folded
-        self.__dict__.update(state)
 
     def reliability(self, which: str = "p") -> list[dict]:
         """Reliability bins of the calibrated ``"p"`` or of the raw ``"score"``.
