@@ -160,3 +160,25 @@ def test_plain_state_never_builds_objects():
     data = magic + hmac.new(key, magic + payload, hashlib.sha256).digest() + payload
     with pytest.raises(CheckpointError, match="not plain data"):
         unseal(key, data, "checkpoint 'z'")
+
+
+def test_streamcal_run_on_a_development_versions_state_dir_ends_with_one_line(tmp_path,
+                                                                            monkeypatch,
+                                                                            capsys):  # fmt: skip
+    """A state directory of before the store (checkpoint files) written by a development
+    version: refused at start, exit status 2, one line naming the file and what to do;
+    the directory is left as it was."""
+    from streamcal.cli import main
+
+    key = "a-checkpoint-key-of-32-bytes-long"
+    old = tmp_path / "state" / "checkpoint-000000000001.ckpt"
+    old.parent.mkdir()
+    old.write_bytes(_sealed(key.encode(), {"version": 5, "state": {"unit": None}}))
+    monkeypatch.setenv("STREAMCAL_CHECKPOINT_KEY", key)
+    argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--state-dir", str(old.parent),
+            "--metrics-file", "none"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(old) in err, err
+    assert "state format version 5" in err and "empty --state-dir" in err
+    assert old.exists()
