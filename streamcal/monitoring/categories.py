@@ -242,6 +242,5 @@ class CategoryBreakdown:
         self = cls(state["top_k"], state["bins"], state["max_categories"])
         self.sums = {c: _Sums.from_state(s) for c, s in state["sums"]}
         self.untracked = _Sums.from_state(state["untracked"])
-        self.protected = state.get("protected", False)  # not in states from before protection
-        self.alarmed = state.get("alarmed", self.protected)  # before its own flag: as protected
+        self.protected, self.alarmed = state["protected"], state["alarmed"]
         return self

@@ -528,9 +528,8 @@ class CalibrationTracker:
         self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
         self.raw_labels = state["raw_labels"]
-        # States written before protection have neither key.
-        self.protected_labels = state.get("protected_labels", 0)
-        prot = state.get("protection")
+        self.protected_labels = state["protected_labels"]
+        prot = state["protection"]
         self._protection = None if prot is None else dict(prot)
         self._all.__setstate__(state["all"])
         self._recent.__setstate__(state["recent"])
