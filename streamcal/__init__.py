@@ -19,6 +19,9 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
+_ERRORS = ("StreamcalError", "ConfigurationError", "DependencyError", "InputError",
+           "InputLostError", "StateError", "BrokerError", "SupersededError")  # fmt: skip
+
 # The public names, loaded on first use (PEP 562): ``import streamcal`` stays cheap for
 # processes that need one corner of it (the CLI's help, the producer process), while
 # ``from streamcal import VennAbersClassifier`` works as usual.
@@ -54,14 +57,7 @@ _PUBLIC = {
     "PrometheusExporter": "streamcal.monitoring",
     "write_report": "streamcal.monitoring",
     # --- the errors' tree (outside the layers) ---
-    "StreamcalError": "streamcal.errors",
-    "BrokerError": "streamcal.errors",
-    "ConfigurationError": "streamcal.errors",
-    "DependencyError": "streamcal.errors",
-    "InputError": "streamcal.errors",
-    "InputLostError": "streamcal.errors",
-    "StateError": "streamcal.errors",
-    "SupersededError": "streamcal.errors",
+    **dict.fromkeys(_ERRORS, "streamcal.errors"),
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
@@ -97,13 +93,5 @@ __all__ = [
     "MetricLogWriter",
     "PrometheusExporter",
     "write_report",
-    # errors
-    "StreamcalError",
-    "BrokerError",
-    "ConfigurationError",
-    "DependencyError",
-    "InputError",
-    "InputLostError",
-    "StateError",
-    "SupersededError",
+    *_ERRORS,
 ]
