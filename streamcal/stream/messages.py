@@ -37,6 +37,7 @@ import orjson
 
 from streamcal.core.validate import binary_label, class_label
 from streamcal.core.validate import short_repr as _short
+from streamcal.errors import InputError
 
 __all__ = [
     "BadInput",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class BadInput(ValueError):
+class BadInput(InputError, ValueError):
     """A message that cannot be processed; the message is the dead-letter reason."""
 
 

@@ -123,6 +123,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
+from streamcal.errors import InputError, InputLostError
 from streamcal.stream.config import LOST_INPUT_POLICIES
 from streamcal.stream.deadletter import KEEP_BYTES, dead_letter_key
 from streamcal.stream.kafka.port import KafkaError, LogTruncated, OffsetOutOfRange, Unreadable
@@ -146,7 +147,7 @@ class RejectedRecord(NamedTuple):
     value: Rejected
 
 
-class UnreadableBatch(RuntimeError):
+class UnreadableBatch(InputError, RuntimeError):
     """A record batch the consumer cannot read; the message says where, why and what to do."""
 
     def __init__(self, topic: str, partition: int, first: int, last: int, cause: BaseException,
@@ -162,7 +163,7 @@ class UnreadableBatch(RuntimeError):
         )
 
 
-class LostInput(RuntimeError):
+class LostInput(InputLostError, RuntimeError):
     """The broker's log no longer holds the position of a partition; the message says
     where (topic, partition, position, what the log holds), the likely causes and what
     to do, on one line."""

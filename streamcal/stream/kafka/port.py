@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
+from streamcal.errors import BrokerError
+
 __all__ = [
     "KafkaError",
     "KafkaTimeout",
@@ -62,7 +64,7 @@ class Record(NamedTuple):
     headers: tuple = ()
 
 
-class KafkaError(RuntimeError):
+class KafkaError(BrokerError, RuntimeError):
     """Something went wrong in the Kafka client (its own error is the ``__cause__``)."""
 
 
