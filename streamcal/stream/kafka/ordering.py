@@ -441,6 +441,15 @@ class OrderedMerge:
             return None
         return self._release()
 
+    def drain(self, limit: int) -> list:
+        """Up to ``limit`` ``(rank, record)`` that ``ready`` would give one after another
+        (what is releasable now, in merge order)."""
+        out: list = []
+        now = time.monotonic()
+        while len(out) < limit and self._heap and self._free() and not self._graced(now):
+            out.append(self._release())
+        return out
+
     def _release(self):
         self._wait_started = None
         entry = heapq.heappop(self._heap)
