@@ -420,3 +420,36 @@ def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
         skipped += last - first + 1
     assert skipped == len(corrupt)
     assert _predictions(kafka_broker, skip["predictions"]) == clean
+
+
+def test_corrupt_batch_is_skipped_on_request_with_librdkafka(kafka_broker, unique_topics, clean,
+                                                             monkeypatch):  # fmt: skip
+    """--skip-unreadable with --kafka-client librdkafka (it checks CRCs): every corrupt
+    record becomes part of a dead letter naming its offsets, nothing is counted twice, and
+    every other event gets the clean run's prediction."""
+    import kafka.record.default_records as default_records
+
+    pytest.importorskip("confluent_kafka")
+    topics = unique_topics
+    events, labels = _stream()
+    produce_stream(kafka_broker, topics, events, labels)
+    ts = events[N // 2][2] + 5
+    corrupt = [(topics["events"], f"c{i}", {"id": f"c{i}", "features": {"x1": i}}, ts + i)
+               for i in range(3)]  # fmt: skip
+    good_crc = default_records.calc_crc32c
+    with monkeypatch.context() as m:
+        m.setattr(default_records, "calc_crc32c", lambda data: (good_crc(data) + 1) % 2**32)
+        produce(kafka_broker, corrupt)
+
+    settings = {**base_settings(kafka_broker, topics), "kafka_client": "librdkafka"}
+    final = Processor(ProcessorConfig.build(**settings, skip_unreadable=True)).run(max_idle_s=1.0)
+    dead = json_values(read_topic(kafka_broker, topics["dead_letters"], min_count=1))
+    assert (final["events"], final["labels"], final["dead_letters"]) == (N, N, len(dead))
+    skipped = 0
+    for d in dead:
+        assert "unreadable record batch" in d["reason"], d["reason"]
+        first, last = d["skipped_offsets"]["first"], d["skipped_offsets"]["last"]
+        assert d["source"]["offset"] == last >= first
+        skipped += last - first + 1
+    assert skipped == len(corrupt)
+    assert _predictions(kafka_broker, topics["predictions"]) == clean
