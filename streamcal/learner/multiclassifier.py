@@ -23,6 +23,7 @@ from streamcal.learner.settings import (
     DEFAULT_MERGE,
     DEFAULT_WINDOW,
     ClassifierSettings,
+    check_multiclass,
 )
 from streamcal.learner.wrapper import VennAbersWrapper
 
@@ -195,11 +196,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         )
         if label_default is not None:
             take_label(label_default)  # a class, not a missing label
-        if mode != "pretrained":
-            raise ValueError(
-                f"mode {mode!r} is not offered for multiclass models: only 'pretrained' "
-                "(see VennAbersMultiClassifier's docstring)"
-            )
+        check_multiclass(mode)
         self.model = model
         self.scheme = scheme
         self.mode = mode
