@@ -51,7 +51,9 @@ from streamcal.stream.settings.constraints import (
     parse_size,
 )
 from streamcal.stream.settings.declaration import ENV_PREFIX, declared, setting
-from streamcal.stream.settings.learner import protect_setting, resolved_scheme, settings_of
+from streamcal.stream.settings.learner import protect_setting, settings_of
+from streamcal.stream.tasks import NAMES as TASKS
+from streamcal.stream.tasks import resolved_scheme
 
 __all__ = [
     "GUARANTEES",
@@ -62,7 +64,6 @@ __all__ = [
     "parse_duration",
     "parse_size",
     "protect_setting",
-    "resolved_scheme",
     "settings_of",
 ]
 
@@ -77,7 +78,6 @@ DEFAULT_GRACE_MS = 100
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 SCOPES = ("global", "partition")
-TASKS = ("binary", "multiclass")
 LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.kafka.ordering)
 # --processing-guarantee, the names quixstreams uses (streamcal.stream.exactly_once)
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -584,7 +584,7 @@ class ProcessorConfig:
         >>> ProcessorConfig(task="multiclass", model="gnb").multiclass_scheme()
         'one-vs-rest'
         """
-        return resolved_scheme(self.task, self.scheme)
+        return resolved_scheme(self.task, self.scheme)  # None: a task without schemes
 
     def key_bytes(self) -> bytes | None:
         """The checkpoint HMAC key (from the environment or the key file), or None."""

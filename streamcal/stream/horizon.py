@@ -31,6 +31,7 @@ import orjson
 from streamcal.learner.label_delays import LabelDelays
 from streamcal.stream.pending import ATTACHED, DEFAULTED, EVENT, EXPIRED, JOINED, split
 from streamcal.stream.records import Rec, pack_label, unpack_label
+from streamcal.stream.tasks import task_of
 
 __all__ = ["DelayWatch", "LabelHorizon", "check_horizon", "check_late_labels", "check_settings"]
 
@@ -86,17 +87,7 @@ def check_settings(config) -> None:
 def default_label(config):
     """``--label-default`` as the task's label (binary: a bool; multiclass: the class)."""
     text = config.label_default
-    if text is None or config.task == "multiclass":
-        return text
-    from streamcal.core.validate import binary_label
-
-    try:
-        return binary_label(text.strip().lower()) == 1
-    except ValueError:
-        raise ValueError(
-            f"label_default (--label-default) must be a binary label (0, 1, true or false) "
-            f"with --task binary, got {text!r}"
-        ) from None
+    return None if text is None else task_of(config).default_label(text)
 
 
 class LabelHorizon:

@@ -1,6 +1,6 @@
 """The classifier's settings from the processor's: ``--protect``, ``--alarm`` and
-``--alarm-alpha`` as the classifier's one ``protect``, the multiclass scheme in effect,
-and ``ClassifierSettings`` from a configuration or a checkpoint's fingerprint.
+``--alarm-alpha`` as the classifier's one ``protect``, and ``ClassifierSettings`` from a
+configuration or a checkpoint's fingerprint.
 """
 
 from __future__ import annotations
@@ -10,20 +10,7 @@ from collections.abc import Mapping
 from streamcal.learner.settings import DEFAULT_ALARM_ALPHA, ClassifierSettings
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 
-__all__ = ["protect_setting", "resolved_scheme", "settings_of"]
-
-
-def resolved_scheme(task, scheme):
-    """The multiclass scheme in effect for ``task`` and ``scheme`` as given (None: binary).
-
-    >>> resolved_scheme("multiclass", None), resolved_scheme(None, None)
-    ('one-vs-rest', None)
-    """
-    if task != "multiclass":
-        return None
-    from streamcal.learner.multiclassifier import DEFAULT_SCHEME
-
-    return scheme or DEFAULT_SCHEME
+__all__ = ["protect_setting", "settings_of"]
 
 
 def protect_setting(protect: bool, alarm: bool, alarm_alpha: float) -> dict | bool:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamcal.learner.settings import MONDRIAN_SETTINGS, check_multiclass
-from streamcal.stream.models import BINARY_ONLY, SCORE_PREFIX
+from streamcal.learner.settings import MONDRIAN_SETTINGS
 from streamcal.stream.settings.declaration import check_each, check_types
 
 __all__ = ["RULES", "SASL_MECHANISMS", "validate"]
@@ -44,18 +43,12 @@ def learner_settings(c) -> None:
 
 
 def task(c) -> None:
-    """``--scheme`` is multiclass; ``--task multiclass`` takes the multiclass
-    classifier's settings only (its rules: ``check_multiclass``) and no binary model."""
-    if c.task == "binary":
-        if c.scheme is not None:
-            raise ValueError("scheme needs --task multiclass")
-        return
-    check_multiclass(c.mode, c.fallback, c.min_category)
-    if c.model in BINARY_ONLY or c.model.startswith(SCORE_PREFIX):
-        raise ValueError(
-            f"model {c.model!r} is binary only; with --task multiclass use "
-            "gnb, hoeffding, softmax or module:function"
-        )
+    """``--task`` and the rules that belong to it (``streamcal.stream.tasks``): ``--scheme``
+    is multiclass; ``--task multiclass`` takes the multiclass classifier's settings only
+    (``check_multiclass``) and no binary model."""
+    from streamcal.stream.tasks import task_named
+
+    task_named(c.task).check_settings(c)
 
 
 def label_horizon(c) -> None:
@@ -66,7 +59,9 @@ def label_horizon(c) -> None:
 
 
 def alarm(c) -> None:
-    if c.protect and not c.alarm and c.task == "binary":
+    from streamcal.stream.tasks import task_named
+
+    if c.protect and not c.alarm and task_named(c.task).protects:
         raise ValueError(
             "protect runs with the alarm: --no-alarm needs --no-protect (the alarm "
             "alone is --no-protect)"
