@@ -248,6 +248,11 @@ class Pending:
             )
         return body
 
+    def prefetch(self, eids: list[str]) -> None:
+        """Read the entries of ``eids`` from the store in one look-up, for the ``lookup``
+        calls that follow (``KVStore.prefetch``)."""
+        self.store.prefetch([_ID + eid.encode() for eid in eids])
+
     def lookup(self, eid: str) -> tuple[int, bytes | None, int]:
         """``(kind, payload, sequence number)`` of ``eid``'s entry: ``ABSENT``, ``EVENT`` or
         ``LABEL`` (with the waiting payload and its number), or a finished kind."""

@@ -28,6 +28,7 @@ import time
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.gc_tuning import GcTuning
+from streamcal.stream.intake import runs
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
@@ -255,30 +256,25 @@ class Processor:
         return line
 
     def _handle(self, inputs: Inputs, item, progress) -> None:
-        """Hand ``item`` to its unit, then what is already releasable (up to ``_BURST``
-        records, without the loop's checks per record); then ship the outputs."""
-        units, eos, metrics = self.units, self._eos, self.metrics
-        changed = self.states.changed
-        ready = inputs.merge.ready
-        by_partition = inputs.membership is not None
-        burst, n = 0, self._handled
-        while item is not None:
-            rank, rec = item
-            unit = units[rec.partition if by_partition else GLOBAL_UNIT]
-            if eos is not None and eos.replaying:  # outputs committed already?
-                eos.mute(rec)
-            if unit.handle(rank, rec):  # a metric line is due
-                metrics.emit_unit(unit, self.merge_counts(unit.unit))
+        """Hand ``item`` and what is releasable after it (up to ``_BURST`` records, without
+        the loop's checks per record) to their units, a run of one unit's records at a time
+        (``CalibrationUnit.handle_batch``: as one by one); then ship the outputs."""
+        items = [item, *inputs.merge.drain(_BURST - 1)]
+        units, eos, changed = self.units, self._eos, self.states.changed
+        before = eos.mute if eos is not None and eos.replaying else None  # committed already?
+        for unit_id, run in runs(items, inputs.membership is not None):
+            unit = units[unit_id]
+            unit.handle_batch(run, before, self._due)
             changed.add(unit.unit)
-            n += 1
-            if progress is not None and n % 1000 == 0:
-                progress(total(units, "events"))
-            burst += 1
-            item = ready() if burst < _BURST else None
-        self._handled = n
+        n, self._handled = self._handled, self._handled + len(items)
+        if progress is not None and n // 1000 != self._handled // 1000:
+            progress(total(units, "events"))
         if eos is not None:
             self._out.muted = False
         self._out.ship()
+
+    def _due(self, unit) -> None:
+        self.metrics.emit_unit(unit, self.merge_counts(unit.unit))
 
     def _on_time(self, inputs: Inputs, now: float) -> None:
         """What the loop does between bursts: keep the group and the producer alive, and

@@ -238,7 +238,7 @@ class Consumer:
             if position is None:  # assigned by the group, not sought yet: no loss
                 return port.NoPosition(f"{tp}: no position yet")
             return port.OffsetOutOfRange({tp: position})
-        if code in (E._BAD_MSG, E._BAD_COMPRESSION, E.CORRUPT_MESSAGE):
+        if code in (E._BAD_MSG, E._BAD_COMPRESSION, E.INVALID_MSG):  # INVALID_MSG: CORRUPT_MESSAGE
             first = m.offset() if m.offset() is not None and m.offset() >= 0 else position
             return port.Unreadable(tp, first, first + 1, -1, error_of(err),
                                    "To fix: re-produce the records with a standard Kafka "
