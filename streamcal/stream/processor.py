@@ -29,6 +29,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.gc_tuning import GcTuning
 from streamcal.stream.kafka import clients
+from streamcal.stream.kafka.fingerprints import LogCheck
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
 from streamcal.stream.kafka.kafka_python import quiet_false_alarms
@@ -68,6 +69,7 @@ class Processor:
         self._out = None  # Outbox or ProducerProcess, while running
         self._inputs: Inputs | None = None  # while running
         self._eos: ExactlyOnce | None = None  # while running with exactly-once
+        self._log_check: LogCheck | None = None  # while running: the fingerprints
         self.merge_counts = counts = MergeCounts()  # by their names of old, too:
         self.late_arrivals, self.lost_input, self.skipped_offsets = (
             counts.late, counts.lost, counts.skipped)  # fmt: skip
@@ -129,6 +131,8 @@ class Processor:
         before their stores (``TransactionAborted``, ``Fenced`` if it fails: then no store
         is committed)."""
         transaction = self._transaction()
+        if self._log_check is not None:  # what is saved was read from the log there is
+            self._log_check.check()
         changed = self.states.save_changed(self._out, final, transaction)
         if self._inputs is not None and transaction is None:
             self._inputs.commit({tp: o for unit in changed for tp, o in unit.offsets.items()})
@@ -200,6 +204,8 @@ class Processor:
             consumer = self._make_consumer()
             gc_tuning.start()  # the clients are up: what exists now is never garbage
             inputs.open(consumer, self.states.offset)
+            self._log_check = LogCheck(inputs, self.states, counts.lost)
+            self._log_check.check()
             if cfg.exactly_once:
                 self._eos = ExactlyOnce(inputs, self._out)
                 if cfg.scope == "global":
@@ -212,7 +218,7 @@ class Processor:
     def _stop(self) -> None:
         """Close the stores (after the last checkpoint, or dropping what it lacks), the
         inputs, the outbox and the metric outputs."""
-        self._eos = None
+        self._eos = self._log_check = None
         self.close()
         self._inputs.close()
         self._inputs = None
@@ -234,6 +240,7 @@ class Processor:
                 if new:
                     self._adopt(new)
                 inputs.remerge(self.states.offset)
+                self._log_check.check()
                 last_record_at = time.monotonic()
             item = inputs.next(0.2)
             if item is STALE:
@@ -289,6 +296,8 @@ class Processor:
         if self._out.failed:  # e.g. the broker restarted: recreate the producer now
             self._out.flush()
         self.metrics.emit_due(now, self.units, self.merge_counts)
+        if self._log_check.due(now):  # also while nothing is read (a pause, a stop)
+            self._log_check.check()
         states = self.states
         pending = states.changed or (self._eos is not None and self._out.open)
         if pending and (
