@@ -52,8 +52,8 @@ def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> No
 
 
 def _checks(bootstrap: str, client: str, topic: str, partitions: int, n: int, size: int):
-    consumer = clients.consumer({"bootstrap_servers": bootstrap, "kafka_client": client},
-                                group_id="bench-fingerprints", auto_offset_reset="none")  # fmt: skip
+    settings = {"bootstrap_servers": bootstrap, "kafka_client": client}
+    consumer = clients.consumer(settings, group_id="bench-fingerprints", auto_offset_reset="none")
     rng = random.Random(0)
     times = []
     try:
