@@ -204,12 +204,12 @@ class Processor:
             consumer = self._make_consumer()
             gc_tuning.start()  # the clients are up: what exists now is never garbage
             inputs.open(consumer, self.states.offset)
-            self._log_check = LogCheck(inputs, self.states, counts.lost)
-            self._log_check.check()
             if cfg.exactly_once:
                 self._eos = ExactlyOnce(inputs, self._out)
                 if cfg.scope == "global":
                     self._eos.resume_units([GLOBAL_UNIT], self.states.offset)
+            self._log_check = LogCheck(inputs, self.states, counts.lost)
+            self._log_check.check()
             return self._loop(inputs, stop_event or threading.Event(), max_idle_s, progress)
         finally:
             gc_tuning.stop()

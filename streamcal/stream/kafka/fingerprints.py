@@ -134,7 +134,7 @@ class LogCheck:
         again from the log's start. A broker that does not answer in time: checked again
         one interval later."""
         todo, now = {}, {}
-        for unit in self.states.held.values():
+        for unit in list(self.states.held.values()):  # a rebalance callback may change it
             for key, rec in unit.last_read.items():
                 mark = mark_of(rec)
                 if mark is None:
