@@ -224,7 +224,8 @@ class Consumer:
 
             conf = {**self._conf, "group.id": "streamcal-reader", "enable.auto.commit": False,
                     "auto.offset.reset": "error", "enable.partition.eof": True,
-                    "fetch.wait.max.ms": 1, "max.partition.fetch.bytes": 1024}  # fmt: skip
+                    "fetch.wait.max.ms": 1, "max.partition.fetch.bytes": 1024,
+                    "isolation.level": "read_uncommitted"}  # fmt: skip (see kafka_python)
             with mapped():
                 self._reader = Raw(conf)
         return self._reader

@@ -74,9 +74,10 @@ class RecordsAt(Protocol):
     def records_at(self, offsets: dict, timeout_ms: int = 5000) -> dict:
         """``{TopicPartition: the Record at that offset, or None}`` for ``offsets``
         (``{TopicPartition: offset}``), read with a reader of its own (the consumer's
-        positions and buffers are untouched) in the consumer's isolation level. None: the
-        log holds no record there (it starts after the offset or ends at or before it, or
-        the offset is not a record's: a transaction marker). ``KafkaTimeout`` if the
+        positions and buffers are untouched), ``read_uncommitted`` (a record is the same
+        whether its transaction committed or not). None: the log holds no record there (it
+        starts after the offset or ends at or before it, or the offset is not a record's:
+        a transaction marker). ``KafkaTimeout`` if the
         broker did not tell within ``timeout_ms``."""
         ...
 
