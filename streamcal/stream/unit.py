@@ -47,6 +47,7 @@ from streamcal.stream.config import settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.horizon import DelayWatch, LabelHorizon
 from streamcal.stream.intake import Reject, decode
+from streamcal.stream.kafka import fingerprints
 from streamcal.stream.messages import Fields
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.pending import (
@@ -171,6 +172,7 @@ class CalibrationUnit:
         self._delays = DelayWatch(name) if self.horizon is None else None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
+        self.last_read: dict = {}  # (topic, partition) -> last record handled (fingerprints)
         self.clock = float("-inf")  # the largest record timestamp seen (s)
         self.fingerprint = self._fingerprint(config)
         self.version = streamcal.__version__  # of the streamcal that started this state
@@ -213,6 +215,7 @@ class CalibrationUnit:
             "pending": self.pending.to_state(),
             "counts": dict(self.counts),
             "offsets": [(t, p, o) for (t, p), o in self.offsets.items()],
+            "read": fingerprints.rows(self.last_read),  # optional: absent from older states
             "clock": self.clock,
             "checkpoints": self.checkpoints,
         }
@@ -234,6 +237,7 @@ class CalibrationUnit:
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
+        self.last_read = fingerprints.marks(state.get("read", ()))
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
         self.checkpoints = state.get("checkpoints", 0)
@@ -319,7 +323,9 @@ class CalibrationUnit:
             self.on_event(rec, message)
         else:
             self.on_label(rec, message)
-        self.offsets[(rec.topic, rec.partition)] = rec.offset + 1
+        key = (rec.topic, rec.partition)
+        self.offsets[key] = rec.offset + 1
+        self.last_read[key] = rec
         every = self.config.metrics_every  # with a horizon a record may join many labels
         return self.counts["labels"] // every != labels // every
 

@@ -31,9 +31,15 @@ past the batch exactly when the records before it in that partition have been ha
 
 from __future__ import annotations
 
-from streamcal.errors import InputError, InputLostError
+import logging
 
-__all__ = ["LostInput", "UnreadableBatch", "describe", "loss"]
+from streamcal.errors import InputError, InputLostError
+from streamcal.stream.kafka.gate import RejectedRecord
+from streamcal.stream.messages import Rejected
+
+__all__ = ["LostInput", "UnreadableBatch", "describe", "held_text", "lost_record", "loss"]
+
+log = logging.getLogger("streamcal.stream.kafka.ordering")  # the merge's logger, as before
 
 
 class UnreadableBatch(InputError, RuntimeError):
@@ -108,6 +114,24 @@ def loss(position: int, start: int, end: int, truncated_at: int | None):
         "log, and any written after them were lost unread)"
     )
     return start, 0, what
+
+
+def lost_record(tp, position: int, start: int, end: int, resume: int, skipped: int,
+                what: str) -> RejectedRecord:  # fmt: skip
+    """What takes the place of lost input with ``--on-lost-input continue`` (its warning
+    logged): a dead letter whose reason has the offsets, which moves the partition's
+    offset to ``resume``."""
+    reason = (
+        f"input lost: offset {position} of topic {tp.topic!r} partition {tp.partition}, "
+        f"where the processor was, is no longer in the broker's log: {what}; reading "
+        f"goes on from offset {resume} (--on-lost-input continue)"
+    )
+    log.warning(reason, extra={
+        "event": "lost_input", "topic": tp.topic, "partition": tp.partition,
+        "position": position, "log_start": start, "log_end": end, "resume": resume,
+        "skipped": skipped})  # fmt: skip
+    value = Rejected(reason, skipped=(position, resume - 1) if skipped else None)
+    return RejectedRecord(tp.topic, tp.partition, resume - 1, -1, None, value)
 
 
 def describe(exc: BaseException) -> str:

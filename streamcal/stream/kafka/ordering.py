@@ -91,12 +91,12 @@ from collections import deque
 
 from streamcal.stream.config import LOST_INPUT_POLICIES
 from streamcal.stream.kafka.gate import RejectedRecord, gate
-from streamcal.stream.kafka.lost import LostInput, UnreadableBatch, describe
+from streamcal.stream.kafka.lost import LostInput, UnreadableBatch, describe, lost_record
 from streamcal.stream.kafka.lost import loss as _loss
 from streamcal.stream.kafka.port import KafkaError, LogTruncated, OffsetOutOfRange, Unreadable
 from streamcal.stream.messages import Rejected
 
-__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch"]
+__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch", "lost_record"]
 
 log = logging.getLogger(__name__)
 
@@ -267,21 +267,11 @@ class OrderedMerge:
         resume, skipped, what = _loss(position, start, end, truncated_at)
         if self.on_lost_input == "stop":
             raise LostInput(tp.topic, tp.partition, position, start, end, resume, what)
-        reason = (
-            f"input lost: offset {position} of topic {tp.topic!r} partition {tp.partition}, "
-            f"where the processor was, is no longer in the broker's log: {what}; reading "
-            f"goes on from offset {resume} (--on-lost-input continue)"
-        )
-        log.warning(reason, extra={
-            "event": "lost_input", "topic": tp.topic, "partition": tp.partition,
-            "position": position, "log_start": start, "log_end": end, "resume": resume,
-            "skipped": skipped})  # fmt: skip
         consumer.seek(tp, resume)
         self._known_end[tp] = 0  # the old log's: the new one may end below it
         self._count(self.lost, tp, 1)
         self._count(self.skipped, tp, skipped)
-        value = Rejected(reason, skipped=(position, resume - 1) if skipped else None)
-        return {tp: [RejectedRecord(tp.topic, tp.partition, resume - 1, -1, None, value)]}
+        return {tp: [lost_record(tp, position, start, end, resume, skipped, what)]}
 
     def _look_for_lost_input(self) -> dict:
         """Check the empty partitions for a highwater below the position (what a broker
