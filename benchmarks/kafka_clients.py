@@ -18,6 +18,12 @@ flush).
 
     python benchmarks/kafka_clients.py                   # 100k events, 2 rounds
     python benchmarks/kafka_clients.py --events 20000 --repeat 1
+    python benchmarks/kafka_clients.py --split 40000   # where the processor's CPU goes
+
+``--split`` runs no broker: the processor in process (records from memory, outputs
+dropped, a --state-dir), whole, with protection and the alarm off, and with the learner
+(predict, learn, track) replaced by a constant, so that what is left is the stream's own
+work (decoding, the merge, the waiting store and its checkpoints, encoding).
 """
 
 from __future__ import annotations
@@ -133,11 +139,69 @@ def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str) -> tuple[float, f
     return rate, _cpu(before)
 
 
+SPLIT = {  # what the processor runs with, in process
+    "whole (sva, protection and alarm on)": {},
+    "protection and alarm off": {"protect": False, "alarm": False},
+    "learner replaced by a constant (the stream's own work)": {"stub": True},
+}
+
+
+def _stub_learner(task) -> None:
+    """A task whose predict, learn and track cost nothing (the same output every time)."""
+    from streamcal.stream.tasks import PendingPrediction
+
+    def predict(clf, ev):
+        out = {"id": ev.id, "p0": 0.1, "p1": 0.2, "p": 0.15, "p_square": 0.15, "score": 0.3,
+               "calibration_size": 100, "version": "x"}  # fmt: skip
+        return out, PendingPrediction(ev.x, 0.1, 0.2, 0.15, 0.3, None, 0.15)
+
+    task.predict = predict
+    task.learn = task.track = lambda *args: None
+
+
+def processor_split(n: int, repeat: int) -> None:
+    """CPU µs per event (with its label) of the processor in process, best of ``repeat``."""
+    import threading
+    import time
+
+    from streamcal.stream.config import ProcessorConfig
+    from streamcal.stream.processor import Processor
+
+    topics = {"events": "events", "labels": "labels"}
+    for name, extra in SPLIT.items():
+        best = float("inf")
+        for _ in range(repeat):
+            settings = {k: v for k, v in extra.items() if k != "stub"}
+            config = ProcessorConfig.build(
+                events_topic="events", labels_topic="labels", mode="sva", model="logreg",
+                metrics_file="none", producer_process=False, global_lock=False,
+                state_dir=tempfile.mkdtemp(), checkpoint_key=bench._KEY[
+                    "STREAMCAL_CHECKPOINT_KEY"], **settings)  # fmt: skip
+            proc = Processor(config)
+            memory = bench.MemoryConsumer(topics, n)
+            proc._make_consumer = lambda memory=memory: memory
+            proc._make_outbox = bench._NullOutbox
+            if extra.get("stub"):
+                _stub_learner(proc.state.task)
+            proc.state.clf.predict_interval_one({"x0": 0.0})  # the numba kernels loaded
+            stop = threading.Event()
+            progress = lambda events, stop=stop: events >= n and stop.set()  # noqa: E731
+            cpu = time.process_time()
+            proc.run(stop_event=stop, max_idle_s=0.3, progress=progress)
+            best = min(best, 1e6 * (time.process_time() - cpu) / proc.state.counts["events"])
+        print(f"{name:56s} {best:6.1f} µs per event", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--split", type=int, metavar="EVENTS", default=None,
+                    help="no broker: where the processor's CPU goes, over EVENTS events")
     args = ap.parse_args()
+    if args.split:
+        processor_split(args.split, args.repeat)
+        return
     n = args.events
     arms = (*LOOPS, *STREAMCAL)
     from streamcal.demo.broker import LocalBroker

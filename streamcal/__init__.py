@@ -6,7 +6,8 @@ arrives.
 
 Layers, each importing only those below it: ``core`` (exact algorithms), ``learner``
 (river), ``monitoring`` (losses, calibration), ``stream`` (Kafka), ``demo`` (local
-broker, demo stream), ``cli`` (docs/contracts.md).
+broker, demo stream), ``cli`` (docs/contracts.md). Every error streamcal raises derives
+from ``StreamcalError`` (``streamcal.errors``).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -17,6 +18,9 @@ try:
     __version__ = version("streamcal-va")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
+
+_ERRORS = ("StreamcalError", "ConfigurationError", "DependencyError", "InputError",
+           "InputLostError", "StateError", "BrokerError", "SupersededError")  # fmt: skip
 
 # The public names, loaded on first use (PEP 562): ``import streamcal`` stays cheap for
 # processes that need one corner of it (the CLI's help, the producer process), while
@@ -55,6 +59,8 @@ _PUBLIC = {
     "MetricLogWriter": "streamcal.monitoring",
     "PrometheusExporter": "streamcal.monitoring",
     "write_report": "streamcal.monitoring",
+    # --- the errors' tree (outside the layers) ---
+    **dict.fromkeys(_ERRORS, "streamcal.errors"),
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
@@ -93,4 +99,5 @@ __all__ = [
     "MetricLogWriter",
     "PrometheusExporter",
     "write_report",
+    *_ERRORS,
 ]

@@ -172,20 +172,6 @@ def full_state(unit) -> dict:
     return {**unit.to_state(), "pending": None, "legacy": unit.export_waiting()}
 
 
-def v5_state(unit) -> dict:
-    """A unit's state in the layout of format version 5 (its waiting rooms inside), to
-    test the upgrades from older formats."""
-    state = unit.to_state()
-    legacy = unit.export_waiting()
-    cfg = unit.config
-    state["pending"] = {"ttl": cfg.pending_ttl, "max_size": 10**6, "items": legacy["pending"]}
-    state["waiting"] = {"ttl": cfg.label_wait, "max_size": 10**5, "items": legacy["waiting"]}
-    state["recent"] = {"max_size": cfg.dedupe_window, "items": legacy["recent"]}
-    since_v6 = ("evicted", "labels_lost", "rejected_state_records")
-    state["counts"] = {k: v for k, v in state["counts"].items() if k not in since_v6}
-    return state
-
-
 def stored(state_dir, unit=None) -> tuple:
     """``(sealed snapshot, every entry)`` of a unit's state store in ``state_dir`` (the
     global unit's, or partition ``unit``'s): what a checkpoint left there."""

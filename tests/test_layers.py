@@ -3,7 +3,9 @@
 core < learner < monitoring < stream < demo < cli: a layer imports only those below it
 (docs/contracts.md). Imports inside functions count too (streamcal imports heavy
 dependencies lazily), and so do relative ones. The root package (``streamcal``, for
-``__version__``) and ``streamcal._lazy`` are outside the layers. Sub-packages of a layer
+``__version__``), ``streamcal._lazy`` and ``streamcal.errors`` (the errors' tree) are
+outside the layers: every layer may import the two modules, which import nothing of
+streamcal, and nothing else sits beside them. Sub-packages of a layer
 (``stream/state``, ``stream/kafka``) belong to it, with rules of their own inside
 (``INNER``), and no module of streamcal is part of an import cycle.
 """
@@ -114,6 +116,25 @@ def test_the_client_rule_catches_lazy_imports_anywhere_but_the_adapter():
 def test_every_layer_is_a_folder_and_every_folder_a_layer():
     folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert folders == set(LAYERS)
+
+
+# Beside the layers, at the top: modules every layer may import (they import no layer).
+BESIDE = ("streamcal._lazy", "streamcal.errors")
+
+
+def test_beside_the_layers_only_the_root_its_main_and_modules_every_layer_may_import():
+    top = {module_name(p) for p in PACKAGE.glob("*.py")}
+    assert top == {"streamcal", "streamcal.__main__", *BESIDE}
+    for module in BESIDE:
+        path = PACKAGE / (module.split(".")[1] + ".py")
+        assert [n for _, n in imports(path.read_text(), module, False)
+                if n.split(".")[0] == "streamcal"] == []  # fmt: skip
+
+
+def test_every_layer_may_import_what_sits_beside_the_layers():
+    source = "from streamcal.errors import InputError\nfrom streamcal import errors\n"
+    for layer in LAYERS:
+        assert violations(PACKAGE / layer / "x.py", source) == []
 
 
 def test_the_readme_and_contracts_list_the_layers_in_order():

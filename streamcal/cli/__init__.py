@@ -1,7 +1,9 @@
 """The ``streamcal`` command: one module per subcommand, each with ``register(subparsers)``.
 
 Subcommand modules import their heavy dependencies inside the command function, so
-``streamcal --help`` stays fast.
+``streamcal --help`` stays fast. An error of streamcal's tree (``streamcal.errors``) that
+stops a command ends it here, in one place: one line on stderr and its branch's exit
+status.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import importlib
 import sys
 
 import streamcal
+from streamcal.errors import BRANCHES, BrokerError, ConfigurationError, StreamcalError
 
 SUBCOMMANDS = ("demo", "run", "report")
 
 
-class UsageError(Exception):
+class UsageError(ConfigurationError):
     """Bad input or configuration: printed as one line, exit status 2."""
 
 
@@ -23,12 +26,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamcal",
         description="Online Venn-Abers calibration for event streams.",
+        epilog=exit_statuses(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"streamcal {streamcal.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"streamcal.cli.{name}").register(sub)
     return parser
+
+
+def exit_statuses() -> str:
+    """What each exit status means and what to do, from the branches of the tree.
+
+    >>> print(exit_statuses().splitlines()[-2])
+      5  SupersededError: leave the successor running, or stop it before starting this one again
+    """
+    lines = ["exit statuses:", "  0  done"]
+    for branch in sorted((StreamcalError, *BRANCHES), key=lambda b: b.exit_status):
+        lines.append(f"  {branch.exit_status}  {branch.__name__}: {branch.what_to_do}")
+    return "\n".join([*lines, "  130  interrupted (Ctrl-C)"])
+
+
+def ending(exc: StreamcalError) -> tuple[int, str]:
+    """The exit status and the one line a command ends with on ``exc``.
+
+    >>> ending(UsageError("--events: bad value 0"))
+    (2, '--events: bad value 0')
+    >>> ending(BrokerError("no broker answered"))
+    (1, "BrokerError('no broker answered')")
+    """
+    # A broker's error is often the Kafka client's own words: its type says what failed.
+    return exc.exit_status, repr(exc) if isinstance(exc, BrokerError) else str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"streamcal {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except StreamcalError as exc:
+        status, line = ending(exc)
+        print(f"streamcal {args.command}: error: {line}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         return 130
 

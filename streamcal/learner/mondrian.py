@@ -67,7 +67,7 @@ import numpy as np
 
 from streamcal.core import ScoreStore
 from streamcal.learner.churn import CategoryChurn
-from streamcal.learner.guard import MODEL_ERRORS, Guarded, ModelGuard
+from streamcal.learner.guard import MODEL_ERRORS, ModelGuard
 from streamcal.learner.minibatch import BatchRanges, learns_in_batches, pairs_row_by_row
 from streamcal.learner.pretrained import PretrainedVennAbers, learn_guarded
 from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
@@ -156,7 +156,7 @@ class _Category(PretrainedVennAbers):
         return self
 
 
-class MondrianVennAbers(Guarded):
+class MondrianVennAbers:
     """Per-category state of any mode, sharing one model (see the module docstring).
 
     >>> from river import linear_model
@@ -211,16 +211,9 @@ class MondrianVennAbers(Guarded):
         self._order = FeatureOrder()  # for categories without a state yet
         self.guard = ModelGuard(model)  # one for the shared model, whichever mode
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for st in self.categories.values():  # pickled before the guard: share the owner's
-            st.guard = self.guard
-        if "churn" not in state:  # pickled before it
-            self.churn = CategoryChurn(self.min_category or DEFAULT_MIN_CATEGORY)
-
     # The sum of the categories' calibration sizes, kept as labels come (read for every
     # prediction: a sum over the categories would make each one O(categories)); None:
-    # to recompute (also for objects pickled before it existed).
+    # to recompute.
     _size: int | None = None
 
     @property

@@ -261,11 +261,6 @@ class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
         classes = self._classes
         return label in classes or len(classes) < max_classes
 
-    def __setstate__(self, state: dict) -> None:
-        if "classes" in state:  # pickled when ``classes`` was the ``Classes`` itself
-            state["_classes"] = state.pop("classes")
-        self.__dict__.update(state)
-
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict]:
         from river import naive_bayes
@@ -454,18 +449,14 @@ class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
             scheme=state["scheme"],
             **settings,
             max_categories=state["max_categories"],
-            alarm_alpha=state.get("alarm_alpha"),  # states saved before the alarm: off
+            alarm_alpha=state["alarm_alpha"],
             **cls._horizon_settings(state),
         )
         if state.get("alarm") is not None:
             bound = None if clf.by is None else clf.max_categories
             clf._alarm = Alarm.from_state(state["alarm"], bound)
         clf._classes = Classes(state["classes"])
-        # A state saved before the multiclass default became its own has none: it ran
-        # with the binary default.
-        before = ClassifierSettings(window=clf.window, refresh_every=clf.refresh_every)
-        period = state.get("refresh_period", before.refresh_period)
-        clf._state = clf._new_state(period, state["mode_state"])
+        clf._state = clf._new_state(state["refresh_period"], state["mode_state"])
         clf._restore_horizon(state)
         return clf
 

@@ -232,25 +232,18 @@ class Protection:
         mode: str = "pretrained", period: int | None = None,
     ) -> Protection:  # fmt: skip
         """The protection ``to_state`` described; without ``lookup`` the given p's it
-        remembered are dropped (the caller gives them from now on). A state saved before
-        the conformal alarm (its ``alarm_at`` was the protectors' test of "p is the true
-        probability") gets a new alarm that starts now."""
+        remembered are dropped (the caller gives them from now on)."""
         params = {k: v for k, v in state["params"].items() if k not in ALARM_KEYS}
-        recalibrate = state.get("recalibrate", True)
-        self = cls({**params, "lookup": lookup, "recalibrate": recalibrate}, max_categories,
-                   mode, period)  # fmt: skip
-        if "alarm" in state:
-            self.alarm = Alarm.from_state(state["alarm"], max_categories)
-        else:
-            alpha = {k: state["params"][k] for k in ALARM_KEYS if k in state["params"]}
-            self.alarm = Alarm(alpha, mode, period, max_categories)
+        self = cls({**params, "lookup": lookup, "recalibrate": state["recalibrate"]},
+                   max_categories, mode, period)  # fmt: skip
+        self.alarm = Alarm.from_state(state["alarm"], max_categories)
         for c, st in state["protectors"]:
             self.protectors[_plain(c)] = Protector.from_state(st)
         if lookup:
             for c, names, values, p in state["given"]:
                 self._given[EventKey(_plain(c), _plain(names), _plain(values))] = p
         self.n = state["n"]
-        self.gain = state.get("gain", sum(p.log_martingale for p in self.protectors.values()))
+        self.gain = state["gain"]
         return self
 
 

@@ -100,16 +100,6 @@ class FeatureOrder:
         return keys, tuple([x[k] for k in keys])
 
 
-class OrdersFeatures:
-    """Mixin of the mode objects: ``self._order``, a ``FeatureOrder`` of their own, also
-    after unpickling an object saved by a streamcal that did not have one."""
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "_order" not in state:
-            self._order = FeatureOrder()
-
-
 def canonical(x: dict) -> dict:
     """A copy of ``x`` with its features in sorted order (by ``repr`` if names don't compare).
 

@@ -52,11 +52,6 @@ class SimplifiedVennAbers(CalibrationWindow):
         self._learn_score = LearnScore(model)
         self.guard = ModelGuard(model) if guard is None else guard  # with by: the owner's
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "_learn_score" not in state:  # pickled by an earlier streamcal (a checkpoint)
-            self._learn_score = LearnScore(self.model)
-
     @property
     def calibration_size(self) -> int:
         return len(self.store)

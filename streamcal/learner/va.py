@@ -31,7 +31,6 @@ import numpy as np
 from streamcal.core import venn_abers
 from streamcal.learner.guard import (
     MODEL_ERRORS,
-    Guarded,
     ModelGuard,
     learn_and_look,
     model_error,
@@ -43,7 +42,7 @@ from streamcal.learner.scoring import FeatureOrder, score_many, score_sorted
 __all__ = ["VennAbers"]
 
 
-class VennAbers(Guarded):
+class VennAbers:
     """State of the "va" mode (see the module docstring).
 
     >>> from river import naive_bayes

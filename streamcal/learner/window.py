@@ -17,7 +17,6 @@ from collections import deque
 import numpy as np
 
 from streamcal.core import ScoreStore, venn_abers
-from streamcal.learner.guard import Guarded
 from streamcal.learner.scoring import (
     FeatureOrder,
     batch_scores,
@@ -28,7 +27,7 @@ from streamcal.learner.scoring import (
 __all__ = ["CalibrationWindow"]
 
 
-class CalibrationWindow(Guarded):
+class CalibrationWindow:
     """Base of the store-backed modes; subclasses add their own pairs and counters."""
 
     def __init__(self, model, window: int | None, refresh_every: int | None):

@@ -153,7 +153,7 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
 
     @staticmethod
     def _horizon_settings(state: dict) -> dict:
-        """The ``__init__`` keywords of the horizon (none in a state saved before it)."""
+        """The ``__init__`` keywords of the horizon (none in a state without one)."""
         return {"label_horizon": state.get("label_horizon"),
                 "label_default": state.get("label_default")}  # fmt: skip
 

@@ -40,8 +40,6 @@ class _Sums:
 
     __slots__ = ("labels", "ones", "p0", "p1", "log", "square", "bins",
                  "prot_labels", "prot_log", "prot_square", "protection")  # fmt: skip
-    # Slots added later, with their initial values: states written before them lack them.
-    _LATER = {"prot_labels": 0, "prot_log": 0.0, "prot_square": 0.0, "protection": None}
 
     def __init__(self, bins: int):
         self.labels = self.ones = self.prot_labels = 0
@@ -122,7 +120,7 @@ class _Sums:
 
     def __setstate__(self, state):
         for k in self.__slots__:
-            setattr(self, k, state[k] if k in state else self._LATER[k])
+            setattr(self, k, state[k])
 
 
 def _merged(a: dict | None, b: dict | None) -> dict | None:
@@ -244,6 +242,5 @@ class CategoryBreakdown:
         self = cls(state["top_k"], state["bins"], state["max_categories"])
         self.sums = {c: _Sums.from_state(s) for c, s in state["sums"]}
         self.untracked = _Sums.from_state(state["untracked"])
-        self.protected = state.get("protected", False)  # not in states from before protection
-        self.alarmed = state.get("alarmed", self.protected)  # before its own flag: as protected
+        self.protected, self.alarmed = state["protected"], state["alarmed"]
         return self

@@ -28,8 +28,6 @@ import math
 from collections import deque
 from numbers import Integral, Real
 
-from river import stats
-
 from streamcal.core.validate import check_label
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.categories import CategoryBreakdown
@@ -78,8 +76,6 @@ class _Means:
 
     __slots__ = ("n", "log", "square", "width", "n_raw", "raw_log", "raw_square",
                  "n_prot", "prot_log", "prot_square")  # fmt: skip
-    # Slots added later, with their initial values: states written before them lack them.
-    _LATER = {"n_prot": 0, "prot_log": 0.0, "prot_square": 0.0}
 
     def __init__(self):
         self.n = self.n_raw = self.n_prot = 0
@@ -141,10 +137,8 @@ class _Means:
         return {k: getattr(self, k) for k in self.__slots__}
 
     def __setstate__(self, state):
-        if isinstance(state.get("log"), stats.Mean):  # pickled by an earlier streamcal: Means
-            state = _means_state(state)
         for k in self.__slots__:
-            setattr(self, k, state[k] if k in state else self._LATER[k])
+            setattr(self, k, state[k])
 
 
 def add_terms(whole: _Means, recent: _Means, window: deque, size: int, terms: tuple) -> None:
@@ -177,12 +171,6 @@ def restore_means(state: dict, whole: _Means, recent: _Means) -> deque:
     recent.__setstate__(state["recent"])
     return deque(tuple(t) for t in state["terms"])
 
-
-def _means_state(old: dict) -> dict:
-    """The state of a ``_Means`` from its earlier form, one ``stats.Mean`` per term."""
-    state = {k: old[k]._mean for k in ("log", "square", "width", "raw_log", "raw_square")}
-    state["n"], state["n_raw"] = int(old["log"].n), int(old["raw_log"].n)
-    return state
 
 
 def prediction_in_range(p0, p1, p=None, score=None, p_protected=None) -> bool:
@@ -455,19 +443,6 @@ class CalibrationTracker:
         self._fold_pending()  # a pickle or copy holds the statistics themselves
         return dict(self.__dict__)
 
-    def __setstate__(self, state):
-        if "_window" not in state:  # pickled by an earlier streamcal (a checkpoint)
-            rolling = state["_recent"]  # a river Rolling of _Means, its inputs in .window
-            state["_recent"] = rolling.obj
-            state["_window"] = deque(args for args, _ in rolling.window)
-            state["_p0"], state["_p1"] = state["_p0"]._mean, state["_p1"]._mean
-        if "_categories" not in state:  # from before per-category statistics
-            state["_categories"] = CategoryBreakdown(bins=state["bins"])
-        state.setdefault("protected_labels", 0)  # from before protection
-        state.setdefault("_protection", None)
-        state.setdefault("_pending", [])  # from before the batched folding: all folded
-        self.__dict__.update(state)
-
     def reliability(self, which: str = "p") -> list[dict]:
         """Reliability bins of the calibrated ``"p"`` or of the raw ``"score"``.
 
@@ -583,9 +558,8 @@ class CalibrationTracker:
         self._categories = categories
         self.labels, self.ones = state["labels"], state["ones"]
         self.raw_labels = state["raw_labels"]
-        # States written before protection have neither key.
-        self.protected_labels = state.get("protected_labels", 0)
-        prot = state.get("protection")
+        self.protected_labels = state["protected_labels"]
+        prot = state["protection"]
         self._protection = None if prot is None else dict(prot)
         self._window = restore_means(state, self._all, self._recent)
         self._p0, self._p1 = state["p0"], state["p1"]

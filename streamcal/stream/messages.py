@@ -37,6 +37,7 @@ import orjson
 
 from streamcal.core.validate import binary_label, class_label
 from streamcal.core.validate import short_repr as _short
+from streamcal.errors import InputError
 
 __all__ = [
     "BadInput",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class BadInput(ValueError):
+class BadInput(InputError, ValueError):
     """A message that cannot be processed; the message is the dead-letter reason."""
 
 
@@ -104,10 +105,11 @@ class Fields(NamedTuple):
 
 
 class Rejected:
-    """A record's value refused before decoding (by the input's reader, e.g. a record
-    timestamp far in the future, or an unreadable batch): decoding raises ``BadInput``
-    with ``reason``, and its dead letter keeps ``original`` (bytes or None) and, for an
-    unreadable batch, ``skipped``: the (first, last) offsets it stands for."""
+    """A record's value refused before decoding (by the input's gate, e.g. a record
+    timestamp far in the future, or an unreadable batch): a typed value, never decoded
+    (``streamcal.stream.intake`` makes ``reason`` its dead letter's reason); the dead
+    letter keeps ``original`` (bytes or None) and, for an unreadable batch, ``skipped``:
+    the (first, last) offsets it stands for."""
 
     __slots__ = ("reason", "original", "skipped")
 
@@ -115,9 +117,6 @@ class Rejected:
         self.reason = reason
         self.original = original
         self.skipped = skipped
-
-    def __len__(self) -> int:  # passes the size check: decoding then raises the reason
-        return 0
 
     def __repr__(self) -> str:
         return f"Rejected({self.reason!r})"
@@ -131,8 +130,6 @@ def _load(value, limit: int) -> dict:
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        if type(value) is Rejected:  # only here: no cost for the records that decode
-            raise BadInput(value.reason) from None
         raise BadInput(f"malformed JSON: {exc}") from None
     if type(obj) is not dict:
         raise BadInput(f"message is not a JSON object but {type(obj).__name__}")

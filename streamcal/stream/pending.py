@@ -63,6 +63,7 @@ import hashlib
 import hmac
 import struct
 
+from streamcal.errors import StateError
 from streamcal.stream.state.fifo import Fifo
 from streamcal.stream.state.kv import KVStore
 
@@ -105,7 +106,7 @@ def split(kind: int, stored: bytes) -> tuple[bytes, bytes | None]:
     return stored[4 : 4 + n], stored[4 + n :]
 
 
-class TamperedEntry(ValueError):
+class TamperedEntry(StateError, ValueError):
     """An entry of the store whose tag does not match: changed by someone without the key."""
 
 
@@ -246,6 +247,11 @@ class Pending:
                 "without the checkpoint key); refusing it"
             )
         return body
+
+    def prefetch(self, eids: list[str]) -> None:
+        """Read the entries of ``eids`` from the store in one look-up, for the ``lookup``
+        calls that follow (``KVStore.prefetch``)."""
+        self.store.prefetch([_ID + eid.encode() for eid in eids])
 
     def lookup(self, eid: str) -> tuple[int, bytes | None, int]:
         """``(kind, payload, sequence number)`` of ``eid``'s entry: ``ABSENT``, ``EVENT`` or

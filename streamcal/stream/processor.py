@@ -28,7 +28,9 @@ import time
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.gc_tuning import GcTuning
+from streamcal.stream.intake import runs
 from streamcal.stream.kafka import clients
+from streamcal.stream.kafka.fingerprints import LogCheck
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
 from streamcal.stream.kafka.kafka_python import quiet_false_alarms
@@ -68,6 +70,7 @@ class Processor:
         self._out = None  # Outbox or ProducerProcess, while running
         self._inputs: Inputs | None = None  # while running
         self._eos: ExactlyOnce | None = None  # while running with exactly-once
+        self._log_check: LogCheck | None = None  # while running: the fingerprints
         self.merge_counts = counts = MergeCounts()  # by their names of old, too:
         self.late_arrivals, self.lost_input, self.skipped_offsets = (
             counts.late, counts.lost, counts.skipped)  # fmt: skip
@@ -111,9 +114,8 @@ class Processor:
         return restored
 
     def _release(self, units: list[int]) -> None:
-        # No offset commit: this runs in kafka-python's I/O thread, where the consumer cannot
-        # block (the next owner resumes from the checkpoints). Each unit's line first, as a
-        # stop writes one, else what it learnt since its last line may be in no metric log.
+        # No offset commit: this may run in the client's I/O thread, which cannot block (the
+        # next owner resumes from the checkpoints). Each unit's line first, as a stop does.
         self.metrics.emit_all({u: self.units[u] for u in units if u in self.units},
                               self.merge_counts)  # fmt: skip
         self.states.release(units, self._out, self._transaction())
@@ -129,6 +131,8 @@ class Processor:
         before their stores (``TransactionAborted``, ``Fenced`` if it fails: then no store
         is committed)."""
         transaction = self._transaction()
+        if self._log_check is not None:  # what is saved was read from the log there is
+            self._log_check.check()
         changed = self.states.save_changed(self._out, final, transaction)
         if self._inputs is not None and transaction is None:
             self._inputs.commit({tp: o for unit in changed for tp, o in unit.offsets.items()})
@@ -153,8 +157,7 @@ class Processor:
         self.checkpoint(final=True)
 
     def close(self) -> None:
-        """Close the units' stores (uncommitted changes are dropped): ``run`` does, after
-        its last checkpoint. The units' counters and statistics stay readable."""
+        """Close the units' stores, dropping what is uncommitted (counters stay readable)."""
         self.states.close()
 
     def metric_line(self, unit: int | None = GLOBAL_UNIT) -> dict:
@@ -164,8 +167,7 @@ class Processor:
 
     @property
     def metrics_port(self) -> int | None:
-        """The port the Prometheus endpoint is bound to (useful with ``metrics_port=0``), or
-        None when it is off or ``run`` has not started it yet."""
+        """The Prometheus endpoint's port (the one bound, with 0), None if off or not up."""
         return self.metrics.exporter.port if self.metrics.exporter is not None else None
 
     def _make_outbox(self):
@@ -204,6 +206,8 @@ class Processor:
                 self._eos = ExactlyOnce(inputs, self._out)
                 if cfg.scope == "global":
                     self._eos.resume_units([GLOBAL_UNIT], self.states.offset)
+            self._log_check = LogCheck(inputs, self.states, counts.lost)
+            self._log_check.check()
             return self._loop(inputs, stop_event or threading.Event(), max_idle_s, progress)
         finally:
             gc_tuning.stop()
@@ -212,7 +216,7 @@ class Processor:
     def _stop(self) -> None:
         """Close the stores (after the last checkpoint, or dropping what it lacks), the
         inputs, the outbox and the metric outputs."""
-        self._eos = None
+        self._eos = self._log_check = None
         self.close()
         self._inputs.close()
         self._inputs = None
@@ -229,11 +233,11 @@ class Processor:
             new = inputs.reassigned()
             if new is not None:
                 # A new assignment: restore the new units (here, not in the rebalance
-                # callback, which blocks the heartbeats), then a new merge over the
-                # assignment, from the units' offsets.
+                # callback, which blocks heartbeats), then merge anew from their offsets.
                 if new:
                     self._adopt(new)
                 inputs.remerge(self.states.offset)
+                self._log_check.check()
                 last_record_at = time.monotonic()
             item = inputs.next(0.2)
             if item is STALE:
@@ -255,30 +259,25 @@ class Processor:
         return line
 
     def _handle(self, inputs: Inputs, item, progress) -> None:
-        """Hand ``item`` to its unit, then what is already releasable (up to ``_BURST``
-        records, without the loop's checks per record); then ship the outputs."""
-        units, eos, metrics = self.units, self._eos, self.metrics
-        changed = self.states.changed
-        ready = inputs.merge.ready
-        by_partition = inputs.membership is not None
-        burst, n = 0, self._handled
-        while item is not None:
-            rank, rec = item
-            unit = units[rec.partition if by_partition else GLOBAL_UNIT]
-            if eos is not None and eos.replaying:  # outputs committed already?
-                eos.mute(rec)
-            if unit.handle(rank, rec):  # a metric line is due
-                metrics.emit_unit(unit, self.merge_counts(unit.unit))
+        """Hand ``item`` and what is releasable after it (up to ``_BURST`` records, without
+        the loop's checks per record) to their units, a run of one unit's records at a time
+        (``CalibrationUnit.handle_batch``: as one by one); then ship the outputs."""
+        items = [item, *inputs.merge.drain(_BURST - 1)]
+        units, eos, changed = self.units, self._eos, self.states.changed
+        before = eos.mute if eos is not None and eos.replaying else None  # committed already?
+        for unit_id, run in runs(items, inputs.membership is not None):
+            unit = units[unit_id]
+            unit.handle_batch(run, before, self._due)
             changed.add(unit.unit)
-            n += 1
-            if progress is not None and n % 1000 == 0:
-                progress(total(units, "events"))
-            burst += 1
-            item = ready() if burst < _BURST else None
-        self._handled = n
+        n, self._handled = self._handled, self._handled + len(items)
+        if progress is not None and n // 1000 != self._handled // 1000:
+            progress(total(units, "events"))
         if eos is not None:
             self._out.muted = False
         self._out.ship()
+
+    def _due(self, unit) -> None:
+        self.metrics.emit_unit(unit, self.merge_counts(unit.unit))
 
     def _on_time(self, inputs: Inputs, now: float) -> None:
         """What the loop does between bursts: keep the group and the producer alive, and
@@ -289,6 +288,7 @@ class Processor:
         if self._out.failed:  # e.g. the broker restarted: recreate the producer now
             self._out.flush()
         self.metrics.emit_due(now, self.units, self.merge_counts)
+        self._log_check.check_due(now)  # also while nothing is read (a pause, a stop)
         states = self.states
         pending = states.changed or (self._eos is not None and self._out.open)
         if pending and (

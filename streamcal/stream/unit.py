@@ -46,7 +46,9 @@ from streamcal.stream.bounds import size_text
 from streamcal.stream.config import settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.horizon import DelayWatch, LabelHorizon
-from streamcal.stream.messages import BadInput, Fields
+from streamcal.stream.intake import Reject, decode
+from streamcal.stream.kafka import fingerprints
+from streamcal.stream.messages import Fields
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.pending import (
     ABSENT,
@@ -170,6 +172,7 @@ class CalibrationUnit:
         self._delays = DelayWatch(name) if self.horizon is None else None
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
+        self.last_read: dict = {}  # (topic, partition) -> last record handled (fingerprints)
         self.clock = float("-inf")  # the largest record timestamp seen (s)
         self.fingerprint = self._fingerprint(config)
         self.version = streamcal.__version__  # of the streamcal that started this state
@@ -212,6 +215,7 @@ class CalibrationUnit:
             "pending": self.pending.to_state(),
             "counts": dict(self.counts),
             "offsets": [(t, p, o) for (t, p), o in self.offsets.items()],
+            "read": fingerprints.rows(self.last_read),  # optional: absent from older states
             "clock": self.clock,
             "checkpoints": self.checkpoints,
         }
@@ -233,6 +237,7 @@ class CalibrationUnit:
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
+        self.last_read = fingerprints.marks(state.get("read", ()))
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
         self.checkpoints = state.get("checkpoints", 0)
@@ -308,18 +313,37 @@ class CalibrationUnit:
         return values
 
     # ------------------------------------------------------------------ per record
-    def handle(self, rank: TopicRank, rec) -> bool:
-        """Process one input record and move past it (``offsets``); True when a metric
-        line is due: the label count has just reached or passed a multiple of
-        ``metrics_every`` (so metric lines are keyed on the input and replay identically)."""
+    def handle(self, rank: TopicRank, rec, message=None) -> bool:
+        """Process one input record (``message``: decoded already, ``streamcal.stream.intake``)
+        and move past it (``offsets``); True when a metric line is due: the label count has
+        just reached or passed a multiple of ``metrics_every`` (so metric lines are keyed on
+        the input and replay identically)."""
         labels = self.counts["labels"]
         if rank == _EVENT:
-            self.on_event(rec)
+            self.on_event(rec, message)
         else:
-            self.on_label(rec)
-        self.offsets[(rec.topic, rec.partition)] = rec.offset + 1
+            self.on_label(rec, message)
+        key = (rec.topic, rec.partition)
+        self.offsets[key] = rec.offset + 1
+        self.last_read[key] = rec
         every = self.config.metrics_every  # with a horizon a record may join many labels
         return self.counts["labels"] // every != labels // every
+
+    def handle_batch(self, items: list, before=None, due=None) -> None:
+        """``handle`` each ``(rank, record)`` of ``items`` (this unit's, in merge order), as
+        one by one: decoded together first, the ids' waiting entries read from the store
+        in one look-up, then each record in turn, ``before(record)`` first (if given) and
+        ``due(self)`` after it when a metric line is due."""
+        task, fields = self.task, self._fields
+        decoders = (task.event_decoder, task.label_decoder)
+        messages = [decode(rec, decoders[rank], fields) for rank, rec in items]
+        self.pending.prefetch([m.id for m in messages if m.__class__ is not Reject])
+        handle = self.handle
+        for (rank, rec), message in zip(items, messages, strict=True):
+            if before is not None:
+                before(rec)
+            if handle(rank, rec, message) and due is not None:
+                due(self)
 
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
@@ -357,19 +381,21 @@ class CalibrationUnit:
             )
         return bool(matured or events or labels)
 
-    def _decode(self, rec, decode):
-        """The decoded message, or None once a bad one is dead-lettered."""
-        try:
-            return decode(rec.value, self._fields)
-        except BadInput as exc:
-            self._dead(rec, str(exc))
+    def _decoded(self, rec, decoder, message):
+        """``message`` (decoded already), else ``rec`` decoded; None once a record that
+        cannot be processed is dead-lettered."""
+        if message is None:
+            message = decode(rec, decoder, self._fields)
+        if message.__class__ is Reject:
+            self._dead(rec, message.reason)
             return None
+        return message
 
-    def on_event(self, rec) -> None:
-        """Predict an event, then join the label that came before it or keep what the
-        join needs until its label comes."""
+    def on_event(self, rec, message=None) -> None:
+        """Predict an event (``message``: decoded already), then join the label that came
+        before it or keep what the join needs until its label comes."""
         task = self.task
-        ev = self._decode(rec, task.event_decoder)
+        ev = self._decoded(rec, task.event_decoder, message)
         if ev is None:
             return
         eid = ev.id
@@ -405,9 +431,10 @@ class CalibrationUnit:
             pending.take_label(eid, seq, payload)
         counts["evicted"] += len(pending.wait_event(eid, task.pack(pred), self.clock))
 
-    def on_label(self, rec) -> None:
-        """Join a label with its event, or keep it until the event comes."""
-        lab = self._decode(rec, self.task.label_decoder)
+    def on_label(self, rec, message=None) -> None:
+        """Join a label (``message``: decoded already) with its event, or keep it until
+        the event comes."""
+        lab = self._decoded(rec, self.task.label_decoder, message)
         if lab is None:
             return
         eid = lab.id

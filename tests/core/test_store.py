@@ -226,29 +226,6 @@ def test_state_and_pickles_load_in_every_backend(backend, other):
     assert clone.backend == backend and state(clone) == state(store)
 
 
-def test_a_pickle_written_before_the_store_was_a_package_loads(backend):
-    """Old checkpoints pickled ScoreStore's instance dict as {"version": 1, "t", "w", "s",
-    "chunk"} under the class streamcal.core.store.ScoreStore: the same bytes still load."""
-    store = make_store()
-    t, w, s = store._groups_arrays()
-    old = {"version": 1, "t": t, "w": w, "s": s, "chunk": 4}
-    payload = pickle.dumps(_OldStore(old), protocol=4)  # NEWOBJ ScoreStore, BUILD old
-    assert b"streamcal.core.store" in payload and b"_OldStore" not in payload
-    loaded = pickle.loads(payload)
-    assert isinstance(loaded, ScoreStore) and state(loaded) == state(store)
-
-
-class _OldStore:
-    """Pickles as a store did before: make an instance with ScoreStore.__new__ (what the
-    NEWOBJ opcode of an old pickle does), then set its state to the old instance dict."""
-
-    def __init__(self, state):
-        self.state = state
-
-    def __reduce_ex__(self, protocol):
-        return ScoreStore.__new__, (ScoreStore,), self.state
-
-
 @pytest.mark.parametrize(
     "bad, message",
     [

@@ -221,6 +221,10 @@ def test_compose_file_structure():
                              "prometheus", "grafana"}  # fmt: skip
     assert services["calibrator"]["profiles"] == ["scale"]
     assert services["calibrator"]["deploy"]["replicas"] == 3
+    # A bounded restart policy: unless-stopped would restart exit status 4 (input lost)
+    # forever (docs/processor.md, "What a supervisor does with exit status 4").
+    for name in ("processor", "calibrator"):
+        assert re.fullmatch(r"on-failure:[1-9]", services[name]["restart"]), name
     assert services["kafka"]["image"].startswith("apache/kafka:")
     env = services["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node

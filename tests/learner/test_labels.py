@@ -233,14 +233,3 @@ def test_integer_column_names_in_learn_many_raise_naming_them():
     with pytest.raises(TypeError, match="feature name 0 is not a string"):
         for _ in range(3):
             clf.learn_many(X, y)
-
-
-def test_a_multiclass_classifier_pickled_when_classes_was_the_classes_object_loads():
-    clf = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=5)
-    for x, y in three_classes(30):
-        clf.learn_one(x, y)
-    old = pickle.loads(pickle.dumps(clf))
-    old.__dict__["classes"] = old.__dict__.pop("_classes")  # as pickled before
-    again = pickle.loads(pickle.dumps(old))
-    assert again.classes == clf.classes and isinstance(again.classes, list)
-    assert again.predict_proba_one(x) == clf.predict_proba_one(x)

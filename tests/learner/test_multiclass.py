@@ -165,32 +165,6 @@ def test_refresh_every_defaults_to_two_windows():
     assert differ > 0
 
 
-@pytest.mark.parametrize("by", [None, "x2_bin"])
-def test_a_state_from_before_the_two_window_default_resumes_with_one_window(by):
-    """A state without ``refresh_period`` was saved when the default was ``window``: it
-    must go on exactly as with ``refresh_every=window``, Mondrian categories included."""
-    data = blobs(500)
-    for x, _ in data:
-        x["x2_bin"] = x["x2"] > 0
-    old = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20, refresh_every=20, by=by)
-    for x, y in data[:250]:
-        old.learn_one(x, y)
-    state = old.to_state()
-    state["refresh_every"] = None  # as saved then: the default, not given
-    del state["refresh_period"]
-    resumed = VennAbersMultiClassifier.from_state(state)
-    assert resumed.refresh_every is None
-    for x, y in data[250:]:
-        assert resumed.predict_interval_one(x) == old.predict_interval_one(x)
-        resumed.learn_one(x, y)
-        old.learn_one(x, y)
-    assert resumed.to_state()["refresh_period"] == 20
-    assert (
-        VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=20).to_state()["refresh_period"]
-        == 40
-    )
-
-
 def test_classes_the_model_knows_before_any_label_are_included():
     model = naive_bayes.GaussianNB()
     for i in range(30):

@@ -244,12 +244,6 @@ def test_state_pickle_and_deepcopy_resume_identically(mode, by):
         assert (c.alarm_at, c.log_martingale) == (clf.alarm_at, clf.log_martingale)
 
 
-def test_state_saved_before_protection_loads_unprotected():
-    state = make().to_state()
-    del state["protect"], state["protection"]
-    assert VennAbersClassifier.from_state(state).protect is False
-
-
 def test_clone_keeps_the_setting_and_forgets_the_protectors():
     clf = make(protect={"alpha": 0.05})
     for x, y in phishing(50):

@@ -85,25 +85,6 @@ def test_ordered_copies_only_when_out_of_order():
     assert list(ordered(z)) == ["a", 2]
 
 
-def test_sva_state_pickled_before_learn_score_resumes_exactly():
-    from streamcal import VennAbersClassifier
-    from streamcal.learner.sva import SimplifiedVennAbers
-
-    data = list(stream(seed=11, n=80))
-    clf = VennAbersClassifier(models()["scaled lr"](), mode="sva", window=20)
-    for x, y in data[:40]:
-        clf.learn_one(x, y)
-    old = copy.deepcopy(clf)
-    state = dict(old._state.__dict__)
-    del state["_learn_score"]  # the earlier layout, as in an earlier checkpoint
-    old._state = SimplifiedVennAbers.__new__(SimplifiedVennAbers)
-    old._state.__setstate__(state)
-    for x, y in data[40:]:
-        assert old.predict_interval_one(x) == clf.predict_interval_one(x)
-        old.learn_one(x, y)
-        clf.learn_one(x, y)
-
-
 def test_each_mode_object_remembers_its_own_key_order():
     """The key-order cache is per object: one classifier's stream does not touch another's."""
     from streamcal import VennAbersClassifier

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 import random
 from collections import Counter
 
@@ -72,18 +71,6 @@ def test_without_categories_nothing_changes():
     assert a.snapshot() == b.snapshot()  # the whole stream's statistics are the same
     assert a.category_snapshots() == []
     assert [r["category"] for r in b.category_snapshots()] == ["x"]
-
-
-def test_a_tracker_pickled_before_categories_still_loads():
-    t = CalibrationTracker()
-    t.update(0.2, 0.4, 1)
-    state = t.__dict__.copy()
-    del state["_categories"]
-    old = CalibrationTracker.__new__(CalibrationTracker)
-    old.__setstate__(state)
-    old.update(0.1, 0.3, 0, category="z")
-    assert [r["labels"] for r in old.category_snapshots()] == [1]
-    assert pickle.loads(pickle.dumps(old)).category_snapshots() == old.category_snapshots()
 
 
 def segmented_predictions(path, n=4000, seed=2):

@@ -152,52 +152,6 @@ def test_state_round_trip_continues_identically():
         assert c.category_snapshots() == t.category_snapshots()
 
 
-def _strip_protection(state: dict) -> dict:
-    """A tracker state as streamcal wrote it before protection."""
-    state = copy.deepcopy(state)
-    for k in ("protected_labels", "protection"):
-        del state[k]
-    for means in (state["all"], state["recent"]):
-        for k in ("n_prot", "prot_log", "prot_square"):
-            del means[k]
-    cats = state["categories"]
-    del cats["protected"], cats["alarmed"]
-    for s in [s for _, s in cats["sums"]] + [cats["untracked"]]:
-        for k in ("prot_labels", "prot_log", "prot_square", "protection"):
-            del s[k]
-    return state
-
-
-def test_old_state_and_old_pickle_load_without_protection():
-    rows = a_stream(120, seed=3)
-    plain = fed(rows, protection=False)
-    old = _strip_protection(plain.to_state())
-    assert all(len(t) == 5 for t in old["terms"])  # no protection: the terms of old
-    loaded = CalibrationTracker.from_state(old)
-    assert loaded.snapshot(reliability=True) == plain.snapshot(reliability=True)
-    assert loaded.category_snapshots() == plain.category_snapshots()
-    assert loaded.to_state() == plain.to_state()
-    # An old pickle: the attributes and slots that came with protection are missing.
-    d = copy.deepcopy(plain).__dict__
-    del d["protected_labels"], d["_protection"]
-    del d["_categories"].__dict__["protected"], d["_categories"].__dict__["alarmed"]
-    revived = CalibrationTracker.__new__(CalibrationTracker)
-    revived.__setstate__(d)
-    assert revived.snapshot() == plain.snapshot()
-    # Both go on with protection, the window's old 5-term entries leaving it cleanly.
-    for x in (loaded, revived):
-        for p0, p1, y, q, c in a_stream(80, seed=4):
-            x.update(p0, p1, y, p_protected=q, category=c)
-        s = x.snapshot()
-        assert s["protected_labels"] == 80 and s["labels"] == 200
-        assert "log_martingale" not in s  # no alarm state reported yet: no alarm fields
-        assert [r["protected_labels"] for r in x.category_snapshots()] == [
-            r["labels"] - r0["labels"]
-            for r, r0 in zip(x.category_snapshots(), plain.category_snapshots(), strict=True)
-        ]
-    assert loaded.snapshot() == revived.snapshot()
-
-
 def test_without_protection_snapshots_are_as_before():
     rows = a_stream(150, seed=5)
     t = fed(rows, protection=False)

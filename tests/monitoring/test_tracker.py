@@ -266,44 +266,6 @@ def test_full_va_pairs_with_p0_above_p1_are_tracked():
     assert snap["log_loss"] == pytest.approx(-math.log(0.2 / (1 - 0.25 + 0.2)))
 
 
-def test_state_in_the_earlier_layout_of_river_means_resumes_exactly():
-    """Checkpoints written before the means were inlined hold one ``stats.Mean`` per term
-    and a ``utils.Rolling`` window of the terms; loading one must resume bit-for-bit."""
-    from collections import deque
-
-    from river import stats, utils
-
-    from streamcal.monitoring.tracker import _Means
-
-    rng = np.random.default_rng(4)
-    p0, p1, y, score, has = random_stream(rng, 200)
-    t = CalibrationTracker(window=50, bins=5)
-    feed(t, p0[:150], p1[:150], y[:150], score[:150], has[:150])
-
-    def earlier(m):
-        old = {}
-        for k in ("log", "square", "width", "raw_log", "raw_square"):
-            n = m.n_raw if k.startswith("raw") else m.n
-            old[k] = stats.Mean._from_state(float(n), getattr(m, k))
-        means = _Means.__new__(_Means)
-        means.__setstate__(old)
-        return means
-
-    state = copy.deepcopy(t.__dict__)
-    recent = utils.Rolling(stats.Mean, window_size=50)
-    recent.obj = earlier(state["_recent"])
-    recent.window.extend((terms, {}) for terms in state.pop("_window"))
-    state["_all"], state["_recent"] = earlier(state["_all"]), recent
-    state["_p0"] = stats.Mean._from_state(float(t.labels), state["_p0"])
-    state["_p1"] = stats.Mean._from_state(float(t.labels), state["_p1"])
-    resumed = CalibrationTracker.__new__(CalibrationTracker)
-    resumed.__setstate__(state)
-    assert type(resumed._window) is deque
-    for tracker in (t, resumed):
-        feed(tracker, p0[150:], p1[150:], y[150:], score[150:], has[150:])
-    assert resumed.snapshot(reliability=True) == t.snapshot(reliability=True)
-
-
 # Batched folding: update() holds labels back and folds them before any read. A tracker
 # with BATCH = 1 folds each label as it comes, as the tracker did before batching.
 
@@ -375,19 +337,6 @@ def test_labels_held_back_survive_a_rejected_update():
         ref.update(*args, **kw)
         ref.snapshot()  # folds each label at once
     assert t.snapshot(reliability=True) == ref.snapshot(reliability=True)
-
-
-def test_a_pickle_made_before_batching_resumes():
-    t = CalibrationTracker(window=3)
-    for i in range(5):
-        t.update(0.1 * i, 0.1 * i + 0.2, i % 2, score=0.5)
-    old = copy.deepcopy(t.__getstate__())
-    del old["_pending"]  # the layout pickled by an earlier streamcal
-    resumed = CalibrationTracker.__new__(CalibrationTracker)
-    resumed.__setstate__(old)
-    for tr in (t, resumed):
-        tr.update(0.3, 0.5, 1)
-    assert resumed.snapshot(reliability=True) == t.snapshot(reliability=True)
 
 
 def test_a_state_shares_nothing_with_the_tracker_or_its_copies():

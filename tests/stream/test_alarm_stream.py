@@ -2,8 +2,7 @@
 broker: in every mode the processor offers (pretrained, sva, va, a score field, Mondrian,
 multiclass) it fires after an abrupt change of the concept and not before, with its
 fields in the metric lines, per unit and per category; it runs alone with
-``--no-protect``; its checkpoint (state version 7) binds ``--alarm``, and a version-6
-state resumes with identical p and p_protected, its alarm fresh from the resume on.
+``--no-protect``; its checkpoint binds ``--alarm``.
 
 Against tansu (the end of this file): a run with a change has the alarm in its metric lines
 and on Prometheus after the change and not before. kill -9 and restart:
@@ -29,7 +28,6 @@ from streamcal.monitoring.schema import (
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.state.errors import CheckpointError
-from streamcal.stream.state.migrations import VERSION, upgrade
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 from tests._helpers import full_state
@@ -179,99 +177,6 @@ def test_checkpoint_keeps_the_alarm_and_binds_its_flags():
         for other in refused:
             with pytest.raises(CheckpointError, match="checkpoint was written with"):
                 CalibrationUnit.from_state(state, config=_config(**other))
-
-
-# ---------------------------------------------------------------- state version 6 -> 7
-def _v6_old_protection(state: dict) -> dict:
-    """A version-6 unit state whose classifier carries the protection of before the
-    conformal alarm: the protectors' own test was the alarm (their ``alarm_at``), no
-    ``alarm``, ``gain`` or ``recalibrate``; the tracker holds that alarm's reports; the
-    fingerprint has no ``alarm``."""
-    state = copy.deepcopy(state)
-    prot = state["classifier"]["protection"]
-    state["classifier"]["protection"] = {
-        "params": {"alpha": 0.01},
-        "protectors": [[c, {**p, "burn_in": 1000}] for c, p in prot["protectors"]],
-        "given": prot["given"],
-        "n": prot["n"],
-        "alarm_at": 37,
-    }
-    old_report = {"log_martingale": 9.5, "alarm": 1, "alarm_at": 37, "alpha": 0.01}
-    state["tracker"]["protection"] = old_report
-    for _, sums in state["tracker"]["categories"]["sums"]:
-        sums["protection"] = dict(old_report)
-    del state["fingerprint"]["alarm"]
-    return state
-
-
-@pytest.mark.parametrize("by", [None, "shop"])
-def test_a_version_6_state_with_the_old_protection_resumes_with_identical_p(by):
-    """Its protectors carry on (identical p and p_protected, every prediction); its alarm
-    starts fresh at the resume, on the unit's label axis; the old alarm's reports go."""
-    config = _config(by=by)
-    events = list(_events(N, seed=5))
-    cut = 200  # the change comes 400 labels after the resume
-    whole = CalibrationUnit(config)
-    _run(whole, events[:cut])
-    old = _v6_old_protection(full_state(whole))
-    upgraded = upgrade({"version": 6, "state": old}, "test")
-    assert VERSION == 7 and upgraded["fingerprint"]["alarm"] is None
-    again = CalibrationUnit.from_state(upgraded, config=config)
-    sent_whole, sent_again = [], []
-    snap = again.snapshot()  # the old alarm is gone: a fresh one, nothing learned yet
-    assert (snap["alarm"], snap["log_martingale"], snap["alarm_at"]) == (0, 0.0, None)
-    assert all(r["alarm"] is None for r in again.category_snapshots())
-    assert again.clf.protectors == whole.clf.protectors
-    _feed_only(whole, events[cut:], sent_whole)
-    _feed_only(again, events[cut:], sent_again)
-    preds = [(m["p0"], m["p1"], m["p"], m["p_protected"]) for m in sent_whole]
-    assert preds == [(m["p0"], m["p1"], m["p"], m["p_protected"]) for m in sent_again]
-    assert len(preds) == len(events) - cut
-    # the fresh alarm fired after the change, counted on the unit's labels
-    clf = again.clf
-    assert clf.alarm and CHANGE < clf.alarm_at <= CHANGE + 250, clf.alarm_at
-    assert cut <= clf.alarm_onset <= clf.alarm_at
-    assert again.snapshot()["alarm_at"] == clf.alarm_at
-    # a state of the conformal alarm's layout (version 6 written after it) keeps its alarm
-    state = full_state(again)
-    del state["fingerprint"]["alarm"]
-    kept = CalibrationUnit.from_state(upgrade({"version": 6, "state": state}, "t"),
-                                      config=config)  # fmt: skip
-    assert kept.clf.alarm_at == clf.alarm_at and kept.snapshot() == again.snapshot()
-
-
-def _feed_only(unit, events, sent) -> None:
-    unit.send = lambda topic, key, value: sent.append(orjson.loads(value))
-    for t, (eid, x, y) in enumerate(events):
-        ts = 10**6 + 2 * t
-        unit.on_event(Record("ev", 0, 2 * t, ts, eid.encode(), orjson.dumps({"id": eid,
-                                                                              "features": x})))
-        unit.on_label(Record("lab", 0, 2 * t + 1, ts + 1, eid.encode(),
-                             orjson.dumps({"id": eid, "label": y})))  # fmt: skip
-
-
-def test_a_version_6_state_resumes_with_either_alarm_flag():
-    """``alarm`` None in the fingerprint (before its own flag): a state without protection
-    resumes with the alarm on (fresh, from the unit's label count) or off; a multiclass
-    one (no alarm before) too."""
-    for settings, label in (({"protect": False, "alarm": False}, lambda y: y),
-                            ({"task": "multiclass", "model": "gnb", "alarm": False},
-                             lambda y: ("no", "yes")[y])):  # fmt: skip
-        unit = CalibrationUnit(_config(**settings))
-        _run(unit, _events(300, seed=7), label)
-        state = full_state(unit)
-        del state["fingerprint"]["alarm"]
-        if "task" in settings:
-            state["fingerprint"]["alarm_alpha"] = None  # version 6 left it unbound
-        v7 = upgrade({"version": 6, "state": state}, "t")
-        for alarm in (False, True):
-            config = _config(**{**settings, "alarm": alarm})
-            again = CalibrationUnit.from_state(copy.deepcopy(v7), config=config)
-            assert (again.clf.log_martingale is not None) == alarm
-            if alarm:
-                lines = _run(again, _events(900, seed=8, prefix="f"), label)
-                assert again.clf.alarm and again.clf.alarm_at > 300 + CHANGE
-                assert lines[-1]["alarm_at"] == again.clf.alarm_at
 
 
 # ---------------------------------------------------------------- against tansu

@@ -241,42 +241,36 @@ def test_a_tampered_local_state_is_skipped_for_the_state_topic(kafka_broker, uni
     outbox2.close()
 
 
-def test_a_state_topic_of_a_streamcal_before_the_changelog_is_read(kafka_broker,
-                                                                     unique_topics):  # fmt: skip
-    """A full checkpoint record of a streamcal before version 6 (its waiting rooms inside,
-    the old header) restores the unit with its waiting entries in the store."""
+def test_a_state_topic_record_of_a_development_version_is_refused(kafka_broker, unique_topics):
+    """A full checkpoint record of a development version before the first release (state
+    format 5, the header without ``kind``) is skipped and counted, never taken: the unit
+    starts afresh."""
     import hashlib
     import hmac
     import pickle
 
     from streamcal.stream.state.checkpoint import MAGIC
-    from tests._helpers import v5_state
     from tests._kafka_helpers import produce
 
     config = _config(kafka_broker, unique_topics)
-    old = _holder_without_topic(config)
-    _feed(old, _stream(300, seed=6), 0)
-    state = v5_state(old)
-    payload = pickle.dumps({"version": 5, "state": state}, protocol=5)  # as 0.1-0.5 sealed
+    state = {"unit": UNIT, "offsets": [["ev", UNIT, 300]], "counts": {"events": 300}}
+    payload = pickle.dumps({"version": 5, "state": state}, protocol=5)
     sealed = MAGIC + hmac.new(config.key_bytes(), MAGIC + payload, hashlib.sha256).digest()
     sealed += payload
     header = {"group": config.group_id, "unit": UNIT, "id": "old", "part": 0, "parts": 1,
-              "offsets": [[t, p, o] for t, p, o in state["offsets"]]}  # fmt: skip
+              "offsets": state["offsets"]}  # fmt: skip
     value = orjson.dumps(header) + b"\n" + sealed
-    produce(kafka_broker, [(config.state_topic, f"{config.group_id}/{UNIT}/0", value, None)])
-    states, outbox, unit = _holder(config)
-    assert unit.export_waiting() == old.export_waiting() and unit.pending.events > 10
-    assert unit.counts == {**old.counts}
+    states = UnitStates(config, config.key_bytes())
+    outbox = clients.outbox(config)
+    states.open_topic(outbox)  # creates the topic: the record goes where the unit's are
+    produce(kafka_broker, [(config.state_topic, f"{config.group_id}/{UNIT}/0", value, None)],
+            partition=states.topic.partition_of(UNIT))  # fmt: skip
+    states.adopt([UNIT])
+    unit = states.held[UNIT]
+    assert unit.counts["events"] == 0 and unit.offsets == {}
+    assert unit.counts["rejected_state_records"] == 1
     states.close()
     outbox.close()
-
-
-def _holder_without_topic(config):
-    from streamcal.stream.unit import CalibrationUnit
-
-    unit = CalibrationUnit(config, UNIT)
-    unit.send = lambda *a: None
-    return unit
 
 
 def test_a_new_writer_s_first_roll_takes_about_thirty_checkpoints(kafka_broker, unique_topics,

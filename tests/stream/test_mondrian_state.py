@@ -13,11 +13,10 @@ from river import compose, linear_model, preprocessing
 from streamcal import VennAbersClassifier
 from streamcal.monitoring.tracker import CalibrationTracker
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.state import migrations
 from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
 from streamcal.stream.unit import CalibrationUnit, TopicRank
 from tests._fakes import Record
-from tests._helpers import full_state, v5_state
+from tests._helpers import full_state
 
 KEY = b"k" * 32
 
@@ -188,26 +187,6 @@ def test_bad_category_is_a_dead_letter():
     feed(unit, [("ev", {"id": "e1", "features": {"x1": 1.0}, "shop": ["a"]})], 0, sent)
     assert sent[0][0] == "streamcal.dead-letters" and "category" in sent[0][1]["reason"]
     assert unit.counts["events"] == 0
-
-
-def test_a_version_2_state_upgrades():
-    """A state of format 2 (before Mondrian) loads and resumes as it was."""
-    cfg = config()
-    unit = CalibrationUnit(cfg)
-    recs = records(100)
-    feed(unit, recs[:100], 0, [])
-    v3 = v5_state(unit)
-    v2 = dict(v3)
-    new = ("by", "mondrian", "min_category", "fallback", "max_categories")
-    v2["classifier"] = {k: v for k, v in v3["classifier"].items() if k not in new}
-    v2["tracker"] = {k: v for k, v in v3["tracker"].items() if k != "categories"}
-    v2["fingerprint"] = {k: v for k, v in v3["fingerprint"].items() if k not in new}
-    state = migrations.upgrade({"version": 2, "state": sealed(v2)}, "test")
-    again = CalibrationUnit.from_state(state, config=cfg)
-    a, b = [], []
-    feed(unit, recs[100:], 100, a)
-    feed(again, recs[100:], 100, b)
-    assert a == b and a
 
 
 def test_per_category_lines_follow_each_units_line_with_its_labels():

@@ -20,10 +20,9 @@ from streamcal.monitoring.multiclass_tracker import MulticlassTracker
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.pending import EVENT
 from streamcal.stream.state.errors import CheckpointError
-from streamcal.stream.state.migrations import upgrade
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import assert_bad_label_dead_lettered, full_state, v5_state
+from tests._helpers import assert_bad_label_dead_lettered, full_state
 
 CENTRES = {"a": (0.0, 0.0), "b": (2.0, 0.0), 7: (0.0, 2.0), "late": (2.0, 2.0)}
 
@@ -227,19 +226,6 @@ def test_fingerprint_binds_task_and_scheme():
         CalibrationUnit.from_state(CalibrationUnit(binary).to_state(), config=_config())
     # the explicit default scheme is the same setting; protection is not bound
     CalibrationUnit.from_state(state, config=_config(scheme="one-vs-rest", protect=False))
-
-
-def test_a_version_4_state_upgrades_to_a_binary_one():
-    binary = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none",
-                                   model="gnb", window=60)  # fmt: skip
-    state = v5_state(CalibrationUnit(binary))
-    for k in ("task", "scheme"):
-        del state["fingerprint"][k]
-    upgraded = upgrade({"version": 4, "state": state}, "test")
-    assert upgraded["fingerprint"]["task"] == "binary" and upgraded["fingerprint"]["scheme"] is None
-    CalibrationUnit.from_state(upgraded, config=binary)
-    with pytest.raises(CheckpointError, match="task='binary'"):
-        CalibrationUnit.from_state(upgraded, config=_config())
 
 
 def test_config_rules():

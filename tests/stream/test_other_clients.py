@@ -380,16 +380,11 @@ def test_unreadable_batch_stops_with_where_and_fix_keeps_the_checkpoint_and_resu
     assert _predictions(kafka_broker, topics["predictions"]) == clean
 
 
-def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
-    kafka_broker, unique_topics, clean, monkeypatch
-):
-    """A batch whose checksum does not match (written for real: a producer whose CRC is
-    off by one, which tansu stores as it is)."""
+def _corrupt_stream(kafka_broker, topics, monkeypatch) -> list:
+    """The clean stream, then 3 events in batches whose checksum does not match (written
+    for real: a producer whose CRC is off by one, which tansu stores as it is)."""
     import kafka.record.default_records as default_records
 
-    from streamcal.stream.kafka.ordering import UnreadableBatch
-
-    topics = unique_topics
     events, labels = _stream()
     produce_stream(kafka_broker, topics, events, labels)
     ts = events[N // 2][2] + 5
@@ -399,7 +394,31 @@ def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
     with monkeypatch.context() as m:
         m.setattr(default_records, "calc_crc32c", lambda data: (good_crc(data) + 1) % 2**32)
         produce(kafka_broker, corrupt)
+    return corrupt
 
+
+def _skipped_as_dead_letters(kafka_broker, topics, final, corrupt, why: str = "") -> None:
+    """One dead letter per unreadable batch, naming its offsets, each corrupt record in
+    exactly one; every good record counted once."""
+    dead = json_values(read_topic(kafka_broker, topics["dead_letters"], min_count=1))
+    assert (final["events"], final["labels"], final["dead_letters"]) == (N, N, len(dead))
+    skipped = 0
+    for d in dead:  # one per corrupt batch (the producer spread them over partitions)
+        assert "unreadable record batch" in d["reason"] and why in d["reason"], d["reason"]
+        first, last = d["skipped_offsets"]["first"], d["skipped_offsets"]["last"]
+        assert d["source"]["offset"] == last >= first
+        skipped += last - first + 1
+    assert skipped == len(corrupt)
+
+
+def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
+    kafka_broker, unique_topics, clean, monkeypatch
+):
+    """A batch whose checksum does not match: a clear error, or a dead letter on request."""
+    from streamcal.stream.kafka.ordering import UnreadableBatch
+
+    topics = unique_topics
+    corrupt = _corrupt_stream(kafka_broker, topics, monkeypatch)
     config = ProcessorConfig.build(**base_settings(kafka_broker, topics))
     with pytest.raises(UnreadableBatch) as exc:
         Processor(config).run(max_idle_s=1.0)
@@ -410,13 +429,19 @@ def test_corrupt_batch_stops_the_processor_or_is_skipped_on_request(
     skip = {**topics, "predictions": topics["predictions"] + "-skip"}
     config = ProcessorConfig.build(**base_settings(kafka_broker, skip), skip_unreadable=True)
     final = Processor(config).run(max_idle_s=1.0)
-    dead = json_values(read_topic(kafka_broker, topics["dead_letters"], min_count=1))
-    assert (final["events"], final["labels"], final["dead_letters"]) == (N, N, len(dead))
-    skipped = 0
-    for d in dead:  # one per corrupt batch (the producer spread them over partitions)
-        assert "unreadable record batch" in d["reason"] and "crc" in d["reason"], d["reason"]
-        first, last = d["skipped_offsets"]["first"], d["skipped_offsets"]["last"]
-        assert d["source"]["offset"] == last >= first
-        skipped += last - first + 1
-    assert skipped == len(corrupt)
+    _skipped_as_dead_letters(kafka_broker, topics, final, corrupt, why="crc")
     assert _predictions(kafka_broker, skip["predictions"]) == clean
+
+
+def test_corrupt_batch_is_skipped_on_request_with_librdkafka(kafka_broker, unique_topics, clean,
+                                                             monkeypatch):  # fmt: skip
+    """--skip-unreadable with --kafka-client librdkafka (it checks CRCs): every corrupt
+    record becomes part of a dead letter naming its offsets, nothing is counted twice, and
+    every other event gets the clean run's prediction."""
+    pytest.importorskip("confluent_kafka")
+    topics = unique_topics
+    corrupt = _corrupt_stream(kafka_broker, topics, monkeypatch)
+    settings = {**base_settings(kafka_broker, topics), "kafka_client": "librdkafka"}
+    final = Processor(ProcessorConfig.build(**settings, skip_unreadable=True)).run(max_idle_s=1.0)
+    _skipped_as_dead_letters(kafka_broker, topics, final, corrupt)
+    assert _predictions(kafka_broker, topics["predictions"]) == clean

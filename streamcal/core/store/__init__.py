@@ -240,13 +240,6 @@ class ScoreStore:
         # plain arrays and the backend's name: loads in either backend
         return _restore, (self.to_state(), self.backend)
 
-    def __setstate__(self, state):
-        # pickles written before the store became a package: {"version": 1, "t", "w", "s"}
-        if isinstance(state, dict) and state.get("version") == 1 and "t" in state:
-            state = {"format": 1, "scores": state["t"], "counts": state["w"], "ones": state["s"]}
-        fresh = type(self)._from_groups(*_check_state(state))
-        self.__dict__.update(fresh.__dict__)
-
     def __repr__(self) -> str:
         return f"ScoreStore(n={len(self)}, backend={self.backend!r})"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from streamcal.errors import DependencyError
 from streamcal.monitoring import schema
 from streamcal.monitoring.reliability import wilson_interval
 from streamcal.monitoring.report.verdicts import (
@@ -47,7 +48,7 @@ _CAL, _RAW, _PROT = "#1f5fa8", "#d9731a", "#2a9d4b"
 _DASH = (0, (4, 3))  # the protected probability's curves: p's show between the dashes
 
 
-class MissingDependencyError(ImportError):
+class MissingDependencyError(DependencyError, ImportError):
     """matplotlib is needed for figures: ``pip install 'streamcal-va[report]'``."""
 
 

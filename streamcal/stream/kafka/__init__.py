@@ -16,6 +16,8 @@ Modules, one idea each:
 * ``group`` -- consumer-group membership: which units this instance runs
   (``GroupMembership``), and the lock that keeps ``--scope global`` single (``GlobalLock``).
 * ``ordering`` -- ``OrderedMerge``: the deterministic k-way merge of all input partitions.
+* ``fingerprints`` -- the marks of the last records read, checked against the log (lost
+  input that no fetch shows).
 * ``sink`` -- producing outputs: the outbox, and the producer process that runs it.
 
 Nothing outside the two adapters imports a Kafka client (tests/test_layers.py); the client

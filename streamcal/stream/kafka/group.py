@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 
+from streamcal.errors import ConfigurationError
 from streamcal.stream.kafka import clients
 from streamcal.stream.kafka.clients import partition_count
 from streamcal.stream.kafka.port import NoPosition
@@ -30,7 +31,7 @@ __all__ = ["GroupError", "GroupMembership", "GlobalLock", "check_copartitioned"]
 log = logging.getLogger(__name__)
 
 
-class GroupError(RuntimeError):
+class GroupError(ConfigurationError, RuntimeError):
     """The group or the topics do not allow this instance to run: one-line message."""
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 from streamcal.stream.kafka import port
 
@@ -149,8 +150,10 @@ def _ctp(tp, offset: int | None = None):
 class Consumer:
     """A librdkafka consumer behind the port (the calls ``kafka_python.Consumer`` offers)."""
 
-    def __init__(self, raw, max_records: int = 500):
+    def __init__(self, raw, max_records: int = 500, conf: dict | None = None):
         self.raw = raw
+        self._conf = conf or {}  # what a reader for ``records_at`` is built with
+        self._reader = None
         self.max_records = max_records
         self._pos: dict = {}  # TopicPartition -> next offset, as sought or read
         self._sought: set = set()  # sought since their last records: _pos is the truth
@@ -171,7 +174,61 @@ class Consumer:
         conf["enable.auto.offset.store"] = False
         conf["logger"] = logging.getLogger("streamcal.librdkafka")
         with mapped():
-            return cls(Raw(conf), max_records)
+            return cls(Raw(conf), max_records, conf)
+
+    def records_at(self, offsets: dict, timeout_ms: int = 5000) -> dict:
+        """The port's ``RecordsAt.records_at``: with a consumer of its own, assigned the
+        partitions not answered yet at their offsets, kept for the next call (an end of
+        partition or an offset out of range: no record there)."""
+        want = {port.TopicPartition(tp[0], tp[1]): o for tp, o in offsets.items()}
+        out: dict = {}
+        reader = self._reading()
+        try:
+            self._read_at(reader, want, out, time.monotonic() + timeout_ms / 1000)
+        finally:
+            reader.unassign()  # no fetching in the background until the next call
+        return out
+
+    @staticmethod
+    def _read_at(reader, want: dict, out: dict, deadline: float) -> None:
+        from confluent_kafka import KafkaError as E
+
+        while len(out) < len(want):
+            left = {tp: o for tp, o in want.items() if tp not in out}
+            if time.monotonic() > deadline:
+                raise port.KafkaTimeout(f"no answer for the records at {left}")
+            # A short fetch wait: assigning again waits for the fetch in flight.
+            reader.assign([_ctp(tp, o) for tp, o in left.items()])
+            for m in reader.consume(len(left), 0.2):
+                tp = port.TopicPartition(m.topic(), m.partition())
+                if tp in out or tp not in left:
+                    continue
+                err = m.error()
+                if err is None:
+                    kind, ts = m.timestamp()
+                    out[tp] = (port.Record(tp.topic, tp.partition, m.offset(),
+                                           ts if kind else -1, m.key(), m.value())
+                               if m.offset() == left[tp] else None)  # fmt: skip
+                elif err.code() in (E._PARTITION_EOF, E.OFFSET_OUT_OF_RANGE, E._AUTO_OFFSET_RESET):
+                    out[tp] = None
+                else:
+                    raise error_of(err)
+            for tp, o in left.items():  # a broker may answer a fetch past its end with none
+                hi = reader.get_watermark_offsets(_ctp(tp), cached=True)
+                if tp not in out and hi is not None and 0 <= hi[1] <= o:
+                    out[tp] = None
+
+    def _reading(self):
+        if self._reader is None:
+            from confluent_kafka import Consumer as Raw
+
+            conf = {**self._conf, "group.id": "streamcal-reader", "enable.auto.commit": False,
+                    "auto.offset.reset": "error", "enable.partition.eof": True,
+                    "fetch.wait.max.ms": 1, "max.partition.fetch.bytes": 1024,
+                    "isolation.level": "read_uncommitted"}  # fmt: skip (see kafka_python)
+            with mapped():
+                self._reader = Raw(conf)
+        return self._reader
 
     @staticmethod
     def partition(topic: str, partition: int):
@@ -238,7 +295,7 @@ class Consumer:
             if position is None:  # assigned by the group, not sought yet: no loss
                 return port.NoPosition(f"{tp}: no position yet")
             return port.OffsetOutOfRange({tp: position})
-        if code in (E._BAD_MSG, E._BAD_COMPRESSION, E.CORRUPT_MESSAGE):
+        if code in (E._BAD_MSG, E._BAD_COMPRESSION, E.INVALID_MSG):  # INVALID_MSG: CORRUPT_MESSAGE
             first = m.offset() if m.offset() is not None and m.offset() >= 0 else position
             return port.Unreadable(tp, first, first + 1, -1, error_of(err),
                                    "To fix: re-produce the records with a standard Kafka "
@@ -353,6 +410,8 @@ class Consumer:
         return None  # the cached highwater is the last stable offset with read_committed
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         self.raw.close()
 
 

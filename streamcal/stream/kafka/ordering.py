@@ -60,23 +60,8 @@ partition that has unread records (waiting is what correctness needs: those reco
 exist), the grace bounds the wait for a partition that has none (they may never come:
 waiting costs latency).
 
-Lost input. The broker's log may no longer hold the position of a partition: a broker
-restarted without its data (its log starts again at 0), an unclean leader election (the
-new leader's log is shorter), a topic deleted and recreated, retention deleting records
-before they were read. Kafka answers a fetch at such a position with
-``OFFSET_OUT_OF_RANGE`` (the input consumer has ``auto_offset_reset="none"``, so
-the client raises it instead of silently moving to the earliest offset), a truncation
-found by the leader-epoch check raises ``LogTruncated``, and some brokers (tansu)
-answer with no records and a high watermark below the position, which is checked for
-every empty partition after each poll. The log's start and end are then asked
-(``_input_lost``); by default ``LostInput`` is raised (topic, partition, position, what
-the log holds, what to do); with ``on_lost_input="continue"`` the merge goes on from what
-the log holds (its start, or the point of a truncation) and a ``RejectedRecord`` takes
-the place of what was lost, so the processor dead-letters it (its reason has the offsets)
-and the unit's offset moves to where reading goes on. Each such event is counted in
-``lost`` and the offsets passed over unread (deleted before they were read) in
-``skipped`` (per unit: ``lost_input`` and ``skipped_offsets`` in the metric line).
-Whether a position has reached an end offset is decided in one place, ``_unread``.
+Lost input and unreadable batches: ``streamcal.stream.kafka.lost``; the gate that
+replaces records that would harm the state: ``streamcal.stream.kafka.gate``.
 
 Transactional input (``read_committed``, with exactly-once). A ``read_committed`` consumer
 never sees records of aborted transactions, and its position stops at the partition's
@@ -89,24 +74,6 @@ open transaction looks caught up, is confirmed by the broker's answer to ListOff
 others back no longer than any caught-up partition, instead of waiting ``max_wait`` and
 counting a stall. Its records become readable when the transaction commits, after what
 was released meanwhile: live, like any record that reaches the broker late.
-
-The merge is also the gate of the input, the one place that sees every record before it is
-ordered. A record that would harm the state whatever its value is replaced by a
-``RejectedRecord`` (its value a ``messages.Rejected`` carrying the reason, so decoding it
-raises ``BadInput`` and the processor dead-letters it like any bad message): a record
-timestamp more than ``max_future`` seconds ahead of the wall clock (it would move the
-record-time clock and expire every pending event), a negative record timestamp (-1 means
-none: such a record has no place in record time), a key and value together larger than
-``max_bytes``, or a key larger than ``deadletter.KEEP_BYTES`` (keys are used only in dead
-letters). A rejected record is released as soon as it is at the head of its partition, so
-it never holds up the records around it, whose order is that of a stream without it.
-
-A record batch that cannot be read (a codec that is not installed, a corrupt batch) raises
-``UnreadableBatch`` naming the topic, partition, offsets and what to do; with
-``skip_unreadable`` the batch is skipped instead and a ``RejectedRecord`` with the offset
-range and the cause takes its place, so the processor dead-letters it and moves its offset
-past the batch exactly when the records before it in that partition have been handled
-(its offsets count in ``skipped``).
 
 Partitions are never paused: kafka-python 3.0.12 can deadlock when a partition is paused
 while its fetched records are being drained (``_next_partition_records`` stays parked on
@@ -121,109 +88,17 @@ import heapq
 import logging
 import time
 from collections import deque
-from typing import NamedTuple
 
 from streamcal.stream.config import LOST_INPUT_POLICIES
-from streamcal.stream.deadletter import KEEP_BYTES, dead_letter_key
+from streamcal.stream.kafka.gate import RejectedRecord, gate
+from streamcal.stream.kafka.lost import LostInput, UnreadableBatch, describe, lost_record
+from streamcal.stream.kafka.lost import loss as _loss
 from streamcal.stream.kafka.port import KafkaError, LogTruncated, OffsetOutOfRange, Unreadable
 from streamcal.stream.messages import Rejected
 
-__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch"]
+__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch", "lost_record"]
 
 log = logging.getLogger(__name__)
-
-
-class RejectedRecord(NamedTuple):
-    """A record replaced by the gate (or an unreadable batch): what a dead letter needs.
-    ``offset`` is the last offset it stands for, so that the next offset to read is
-    ``offset + 1``."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: Rejected
-
-
-class UnreadableBatch(RuntimeError):
-    """A record batch the consumer cannot read; the message says where, why and what to do."""
-
-    def __init__(self, topic: str, partition: int, first: int, last: int, cause: BaseException,
-                 fix: str):  # fmt: skip
-        self.topic, self.partition, self.first, self.last = topic, partition, first, last
-        self.cause = cause
-        super().__init__(
-            f"cannot read the record batch at topic {topic!r} partition {partition} offset "
-            f"{first} (batch offsets {first}..{last}): {_describe(cause)}. {fix}; "
-            "or run with --skip-unreadable to dead-letter this batch and go on (its records "
-            "are lost to the model). No checkpoint is written after this: a restart resumes "
-            "from the last one."
-        )
-
-
-class LostInput(RuntimeError):
-    """The broker's log no longer holds the position of a partition; the message says
-    where (topic, partition, position, what the log holds), the likely causes and what
-    to do, on one line."""
-
-    def __init__(self, topic: str, partition: int, position: int, start: int, end: int,
-                 resume: int, what: str):  # fmt: skip
-        self.topic, self.partition, self.position = topic, partition, position
-        self.start, self.end, self.resume = start, end, resume
-        super().__init__(
-            f"input lost: topic {topic!r} partition {partition} no longer holds offset "
-            f"{position}, where the processor is: {what}. To go on from offset {resume} "
-            "(counted in lost_input, the offsets in a dead letter), run with "
-            "--on-lost-input continue; to start over, run with an empty --state-dir. No "
-            "checkpoint is written after this: a restart resumes from the last one."
-        )
-
-
-def _held(start: int, end: int) -> str:
-    """What a log holds, in words.
-
-    >>> _held(0, 312), _held(40, 40)
-    ('the log holds offsets 0..311', 'the log holds no record (its next offset is 40)')
-    """
-    if end > start:
-        return f"the log holds offsets {start}..{end - 1}"
-    return f"the log holds no record (its next offset is {end})"
-
-
-def _loss(position: int, start: int, end: int, truncated_at: int | None):
-    """(where reading goes on, offsets passed over unread, what happened in words) for a
-    partition at ``position`` whose log holds ``start``..``end - 1``.
-
-    >>> _loss(120, 500, 900, None)[:2], _loss(5000, 0, 312, None)[:2], _loss(80, 0, 90, 60)[:2]
-    ((500, 380), (0, 0), (60, 0))
-    """
-    held = _held(start, end)
-    if truncated_at is not None:
-        what = (
-            f"{held} and was truncated at offset {truncated_at} (an unclean leader election: "
-            f"the records from offset {truncated_at} that were read are gone, and any written "
-            "after them were lost unread)"
-        )
-        return truncated_at, 0, what
-    if position < start:
-        what = (
-            f"{held}: offsets {position}..{start - 1} were deleted before they were read "
-            "(retention, or a topic deleted and recreated)"
-        )
-        return start, start - position, what
-    what = (
-        f"{held}, below it (a broker that lost its data, an unclean leader election, or a "
-        "topic deleted and recreated: the records that were read up to it are gone from the "
-        "log, and any written after them were lost unread)"
-    )
-    return start, 0, what
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)  # kafka-python's errors start with their class name already
-    name = type(exc).__name__
-    return text if text.startswith(name) else f"{name}: {text}"
 
 
 class OrderedMerge:
@@ -348,7 +223,7 @@ class OrderedMerge:
             raise err from exc
         reason = (
             f"unreadable record batch, offsets {first}..{nxt - 1} skipped "
-            f"(--skip-unreadable): {_describe(exc)}"
+            f"(--skip-unreadable): {describe(exc)}"
         )
         log.warning("topic %r partition %d: %s", tp.topic, tp.partition, reason)
         # Seeking also frees the consumer from the failed batch.
@@ -392,21 +267,11 @@ class OrderedMerge:
         resume, skipped, what = _loss(position, start, end, truncated_at)
         if self.on_lost_input == "stop":
             raise LostInput(tp.topic, tp.partition, position, start, end, resume, what)
-        reason = (
-            f"input lost: offset {position} of topic {tp.topic!r} partition {tp.partition}, "
-            f"where the processor was, is no longer in the broker's log: {what}; reading "
-            f"goes on from offset {resume} (--on-lost-input continue)"
-        )
-        log.warning(reason, extra={
-            "event": "lost_input", "topic": tp.topic, "partition": tp.partition,
-            "position": position, "log_start": start, "log_end": end, "resume": resume,
-            "skipped": skipped})  # fmt: skip
         consumer.seek(tp, resume)
         self._known_end[tp] = 0  # the old log's: the new one may end below it
         self._count(self.lost, tp, 1)
         self._count(self.skipped, tp, skipped)
-        value = Rejected(reason, skipped=(position, resume - 1) if skipped else None)
-        return {tp: [RejectedRecord(tp.topic, tp.partition, resume - 1, -1, None, value)]}
+        return {tp: [lost_record(tp, position, start, end, resume, skipped, what)]}
 
     def _look_for_lost_input(self) -> dict:
         """Check the empty partitions for a highwater below the position (what a broker
@@ -420,21 +285,6 @@ class OrderedMerge:
                 continue
             self._looked[p] = now + 1.0
             out.update(self._input_lost(p, consumer.position(p), highwater=hw))
-        return out
-
-    def _gate(self, recs: list) -> list:
-        """``recs`` with every record that must not reach the state replaced (see above)."""
-        future_ms = (time.time() + self.max_future) * 1000.0
-        max_bytes = self.max_bytes
-        out = recs
-        for i, r in enumerate(recs):
-            k, v = r.key, r.value
-            nk = 0 if k is None else len(k)
-            ts = r.timestamp
-            if ts < 0 or ts > future_ms or nk > KEEP_BYTES or nk + len(v or b"") > max_bytes:
-                if out is recs:
-                    out = list(recs)
-                out[i] = _reject(r, future_ms, max_bytes)
         return out
 
     def _poll(self, timeout: float) -> int:
@@ -451,7 +301,7 @@ class OrderedMerge:
             if not n:
                 self._polls += 1
             if recs[0].__class__ is not RejectedRecord:
-                recs = self._gate(recs)
+                recs = gate(recs, self.max_future, self.max_bytes)
             self._count_late(tp, recs)
             buf = self._bufs[tp]
             was_empty = not buf
@@ -581,6 +431,15 @@ class OrderedMerge:
             return None
         return self._release()
 
+    def drain(self, limit: int) -> list:
+        """Up to ``limit`` ``(rank, record)`` that ``ready`` would give one after another
+        (what is releasable now, in merge order)."""
+        out: list = []
+        now = time.monotonic()
+        while len(out) < limit and self._heap and self._free() and not self._graced(now):
+            out.append(self._release())
+        return out
+
     def _release(self):
         self._wait_started = None
         entry = heapq.heappop(self._heap)
@@ -607,24 +466,3 @@ class OrderedMerge:
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._bufs.values())
-
-
-def _reject(r, future_ms: float, max_bytes: int) -> RejectedRecord:
-    nk, nv = len(r.key or b""), len(r.value or b"")
-    if r.timestamp < 0:
-        reason = (
-            f"record timestamp {r.timestamp} (none): events and labels are ordered and "
-            "joined in record time"
-        )
-    elif r.timestamp > future_ms:
-        reason = (
-            f"record timestamp {r.timestamp} ms is more than max_future_s ahead of the wall "
-            "clock (it would advance the record-time clock and expire every pending event)"
-        )
-    elif nk > KEEP_BYTES:
-        reason = f"key too large: {nk} bytes > {KEEP_BYTES}"
-    else:
-        reason = f"record too large: key and value {nk + nv} bytes > max_message_bytes={max_bytes}"
-    key = dead_letter_key(r.key)
-    value = Rejected(reason, r.value)
-    return RejectedRecord(r.topic, r.partition, r.offset, r.timestamp, key, value)

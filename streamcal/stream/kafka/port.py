@@ -17,6 +17,11 @@ and admin must offer is spelled out by the adapter's classes; the values are:
   holds, raised by a poll (``streamcal.stream.kafka.ordering``: lost input);
 * ``KafkaError`` and its kinds -- whatever else went wrong in the client.
 
+One operation is typed here because it is not a client's own call but made of them:
+``RecordsAt.records_at``, the record at one offset of each of some partitions, read
+aside from the consumer's position (``streamcal.stream.kafka.fingerprints`` checks with
+it that the log still holds what was read).
+
 >>> tp = TopicPartition("events", 3)
 >>> tp == ("events", 3), tp.topic, tp.partition
 (True, 'events', 3)
@@ -28,7 +33,9 @@ and admin must offer is spelled out by the adapter's classes; the values are:
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
+
+from streamcal.errors import BrokerError
 
 __all__ = [
     "KafkaError",
@@ -38,6 +45,7 @@ __all__ = [
     "OffsetOutOfRange",
     "ProducerFenced",
     "Record",
+    "RecordsAt",
     "TopicExists",
     "TopicPartition",
     "Unreadable",
@@ -62,7 +70,21 @@ class Record(NamedTuple):
     headers: tuple = ()
 
 
-class KafkaError(RuntimeError):
+class RecordsAt(Protocol):
+    """What an adapter's consumer offers to read records aside from its position."""
+
+    def records_at(self, offsets: dict, timeout_ms: int = 5000) -> dict:
+        """``{TopicPartition: the Record at that offset, or None}`` for ``offsets``
+        (``{TopicPartition: offset}``), read with a reader of its own (the consumer's
+        positions and buffers are untouched), ``read_uncommitted`` (a record is the same
+        whether its transaction committed or not). None: the log holds no record there (it
+        starts after the offset or ends at or before it, or the offset is not a record's:
+        a transaction marker). ``KafkaTimeout`` if the
+        broker did not tell within ``timeout_ms``."""
+        ...
+
+
+class KafkaError(BrokerError, RuntimeError):
     """Something went wrong in the Kafka client (its own error is the ``__cause__``)."""
 
 

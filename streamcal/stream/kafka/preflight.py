@@ -24,6 +24,8 @@ import socket
 import ssl
 import struct
 
+from streamcal.errors import ConfigurationError
+
 __all__ = ["SetupError", "check_broker"]
 
 TIMEOUT = 5.0  # seconds per step: a broker that answers does so in milliseconds
@@ -34,7 +36,7 @@ _CREDENTIALS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # whose exchange is 
 _TLS_RECORDS = (0x14, 0x15, 0x16, 0x17)  # the first byte of a TLS record (alert: 0x15)
 
 
-class SetupError(ValueError):
+class SetupError(ConfigurationError, ValueError):
     """The broker refuses the clients' security set-up: the message names the setting
     to check."""
 

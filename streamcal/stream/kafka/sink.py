@@ -39,6 +39,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from streamcal.errors import BrokerError, SupersededError
 from streamcal.stream.kafka import kafka_python
 from streamcal.stream.kafka.adapters import split
 from streamcal.stream.kafka.port import KafkaError, ProducerFenced
@@ -67,13 +68,13 @@ def make_producer(settings: dict):
     return client.Producer(settings)
 
 
-class TransactionAborted(RuntimeError):
+class TransactionAborted(BrokerError, RuntimeError):
     """The open transaction was aborted (a send failed, the broker went away, the commit
     failed): its outputs are never seen by ``read_committed`` readers, and the state must
     go back to what was committed."""
 
 
-class Fenced(RuntimeError):
+class Fenced(SupersededError, RuntimeError):
     """Another producer with this transactional id took over (a successor of this
     instance), or the broker aborted this one's transaction on its timeout: stop, without
     a checkpoint."""

@@ -6,9 +6,10 @@ Modules, one idea each:
 * ``kv`` -- ``KVStore``: an embedded RocksDB store written in atomic commits.
 * ``fifo`` -- ``Fifo``: a first-in first-out sequence in a store, holes allowed.
 * ``checkpoint`` -- the framing of a checkpoint (``seal`` / ``unseal``: magic, HMAC tag,
-  plain-data payload) and ``CheckpointStore``, the checkpoint files of streamcal before
-  the store (read once, when a state directory is upgraded).
-* ``migrations`` -- the state format, its version, and the upgrades from older ones.
+  plain-data payload) and ``CheckpointStore``, the checkpoint files of development
+  versions before the store (read only to be refused, naming them).
+* ``migrations`` -- the state format, its version, and the upgrades from older ones
+  (none yet).
 * ``topic`` -- ``StateTopic``: units' checkpoints as records of a Kafka topic.
 * ``units`` -- ``UnitStates``: the one owner of restoring and saving units (the local
   store, the state topic, which one wins).

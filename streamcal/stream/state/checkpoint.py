@@ -8,8 +8,8 @@ state as plain data (dicts, lists, numbers, strings, bytes, numpy arrays; see
 checkpoint written by someone without the key (tampered, or from another deployment) is
 refused, never loaded. Even then the payload is read with an unpickler that builds no
 object but numpy arrays; only the river model's own pickle, inside it, is a full pickle.
-Checkpoints of streamcal 0.1 (``MAGIC_V1``: a pickle of the processor's objects) are
-verified the same way and upgraded by the migrations module.
+The framing of before the state format (``MAGIC_V1``: a pickle of the processor's objects,
+written only by development versions) is refused, as any other.
 
 Writes go to a temporary file in the state directory, are fsynced, then renamed over
 the final name (``os.replace``), so a crash leaves either the old or the new checkpoint.
@@ -45,7 +45,7 @@ from streamcal.stream.state.errors import CheckpointError, storage_error
 __all__ = ["CheckpointStore", "CheckpointError", "MAGIC", "seal", "unseal"]
 
 MAGIC = b"STREAMCAL-CHECKPOINT v2\n"  # payload: {"version": N, "state": plain data}
-MAGIC_V1 = b"STREAMCAL-CHECKPOINT v1\n"  # payload: a pickle of the processor's objects
+MAGIC_V1 = b"STREAMCAL-CHECKPOINT v1\n"  # before the first release: refused
 _MAGIC_PREFIX = b"STREAMCAL-CHECKPOINT v"
 _TAG = hashlib.sha256().digest_size
 _NAME = re.compile(r"^checkpoint-(\d{12})\.ckpt$")
@@ -97,11 +97,10 @@ def unseal(key: bytes, data: bytes, where: str):
             f"{where} failed authentication (tampered, or written with another key); "
             "refusing to load it"
         )
+    if magic == MAGIC_V1:
+        migrations.refuse_before_first(where, "the framing 'STREAMCAL-CHECKPOINT v1'")
     try:
-        if magic == MAGIC_V1:
-            doc = migrations.from_v1(payload)
-        else:
-            doc = _PlainUnpickler(io.BytesIO(payload)).load()
+        doc = _PlainUnpickler(io.BytesIO(payload)).load()
     except Exception as exc:  # authenticated but unreadable: e.g. other library versions
         raise CheckpointError(f"{where} cannot be read: {exc}") from None
     return migrations.upgrade(doc, where)

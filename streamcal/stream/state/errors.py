@@ -4,21 +4,27 @@ import each other for ``CheckpointError``)."""
 
 from __future__ import annotations
 
+from streamcal.errors import StateError
+
 __all__ = ["CheckpointError", "DamagedStore", "StoreError", "storage_error", "what_to_do"]
 
 
-class CheckpointError(Exception):
+class CheckpointError(StateError):
     """A checkpoint that cannot be trusted or read: one-line message."""
 
 
-class StoreError(OSError):
+class StoreError(StateError, OSError):
     """A store that cannot be opened or written: the message names its directory and
     what to do."""
+
+    exit_status = 1  # a disk that fails while running, as a broker would (at start: 2)
 
 
 class DamagedStore(StoreError):
     """A store that opened emptier or older than the checkpoint last committed to it
     (``streamcal.stream.state.marker``): refused, never taken for the unit's state."""
+
+    exit_status = 2  # refused, as a checkpoint that cannot be trusted
 
 
 def what_to_do(text: str) -> str:

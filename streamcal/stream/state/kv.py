@@ -150,6 +150,7 @@ class KVStore:
         self._synced_opts.sync = True
         self._batch = WriteBatch(raw_mode=True)
         self._overlay: dict = {}  # key -> value, or None (deleted), since the last commit
+        self._read: dict = {}  # key -> committed value or None, read ahead (``prefetch``)
         self.commits = 0  # commits written by this object
         self._failed = False  # a write failed: closing may fail too, and must not hide it
 
@@ -158,11 +159,28 @@ class KVStore:
         """The value of ``key`` (uncommitted writes included), or None."""
         v = self._overlay.get(key, _MISSING)
         if v is _MISSING:
+            v = self._read.get(key, _MISSING)
+            if v is not _MISSING:
+                return v
             try:  # free unless it raises (3.11's exceptions cost nothing until then)
                 return self._db.get(key)
             except Exception as exc:  # noqa: BLE001 - RocksDB's, e.g. a block checksum mismatch
                 raise storage_error("read the state store in", self.path, exc) from None
         return v
+
+    def prefetch(self, keys: list) -> None:
+        """Read the committed values of ``keys`` in one ``multi_get``, for the ``get`` calls
+        that follow until the next ``prefetch``, ``commit`` or ``rollback`` (the committed
+        values cannot change meanwhile; a write since the last commit goes first)."""
+        overlay = self._overlay
+        keys = [k for k in keys if k not in overlay]
+        if not keys:
+            self._read = {}
+            return
+        try:
+            self._read = dict(zip(keys, self._db.get(keys), strict=True))
+        except Exception as exc:  # noqa: BLE001 - RocksDB's, e.g. a block checksum mismatch
+            raise storage_error("read the state store in", self.path, exc) from None
 
     @property
     def pending_writes(self) -> int:
@@ -226,6 +244,7 @@ class KVStore:
         done = self._overlay
         self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
+        self._read = {}
         self.commits += 1
         return done
 
@@ -233,6 +252,7 @@ class KVStore:
         """Forget the writes since the last commit."""
         self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
+        self._read = {}
 
     def close(self) -> None:
         """Close the database, dropping uncommitted writes; a temporary one is removed."""

@@ -44,8 +44,8 @@ With exactly-once the records of a checkpoint are part of its Kafka transaction 
 before the stores are committed), and the topic is read ``read_committed``: a record of an
 aborted transaction is never seen, so no rebuilt state is ahead of the committed offsets.
 
-Checkpoints of streamcal before the changelog (one full state per checkpoint, header
-without ``kind``) are still read: a *full* record is a plan of its own.
+A record without ``kind`` (one full state per checkpoint: a development version's,
+before the first release) is refused, as its state format is, skipped and counted.
 """
 
 from __future__ import annotations
@@ -94,12 +94,11 @@ class Plan:
     """How a unit is rebuilt from the topic: ``state`` (its authenticated snapshot) and
     ``rebuild(store)``, which applies the needed records to an empty store."""
 
-    def __init__(self, topic, unit, state: dict, sealed: bytes, deltas=(), legacy=False):
+    def __init__(self, topic, unit, state: dict, sealed: bytes, deltas=()):
         self.topic, self.unit = topic, unit
         self.state = state
         self.sealed = sealed
         self.deltas = list(deltas)  # (seq, id, [(partition, offset) per part]) in order
-        self.legacy = legacy  # a full record: its entries come with the state
 
     def rebuild(self, store) -> None:
         """Apply the plan's deltas to ``store`` (empty) and commit them with the snapshot."""
@@ -261,17 +260,6 @@ class StateTopic:
             for p, its_units in sorted(by_partition.items()):
                 tp = TopicPartition(self.topic, p)
                 plans.update(self._plans_in(consumer, tp, its_units, deadline))
-            # A streamcal before the changelog let the producer spread a unit's records by
-            # key: a unit with nothing in its own partition may have an old checkpoint in
-            # another (read once, at the upgrade).
-            missing = [u for u in units if not plans.get(u)]
-            for p in range(self.partitions if missing else 0):
-                found = self._plans_in(consumer, TopicPartition(self.topic, p), missing,
-                                       deadline)  # fmt: skip
-                for u, its_plans in found.items():
-                    legacy = [plan for plan in its_plans if plan.legacy]
-                    if legacy and not plans.get(u):
-                        plans[u] = legacy
             return plans
         finally:
             consumer.close()
@@ -364,10 +352,7 @@ class StateTopic:
             candidates.append((_covered(state), g["last"], g, state, data))
         candidates.sort(key=lambda c: c[:2], reverse=True)
         plans, best = [], True
-        for _, _, g, state, data in candidates:
-            if g["kind"] == _FULL:
-                plans.append(Plan(self, unit, state, data, legacy=True))
-                continue
+        for *_, state, data in candidates:
             chain = _chain(deltas, state.get("changelog_epoch"), state.get("checkpoints"))
             if chain is not None:
                 located = [(t, d["header"]["id"], [d["parts"][k] for k in range(d["n"])])

@@ -8,8 +8,8 @@ entries and the offsets in the snapshot always match, whenever the process dies.
 restart opens the store; it does not rebuild it. With ``state_dir`` the store is
 ``state_dir/store`` (``state_dir/unit-<p>/store`` for the unit of partition p); without,
 it is in a temporary directory (memory stays bounded; a restart replays the topics). A
-state directory of a streamcal before version 6 holds checkpoint files instead: the
-newest is read once and its waiting entries put into the store.
+state directory of a development version before the first release holds checkpoint
+files instead: the newest is read, and refused (``migrations``), naming it.
 
 Partition units with a state topic are also kept in Kafka, as a changelog: each
 checkpoint sends what changed and, now and then, the snapshot
@@ -99,7 +99,8 @@ class UnitStates:
 
     def _local(self, unit: int | None) -> tuple[KVStore, dict | None]:
         """The unit's store (opened, or a new temporary one) and the state it holds (None
-        if none), from the store's snapshot or, once, an older streamcal's checkpoint file.
+        if none), from the store's snapshot (or a development version's checkpoint file,
+        which is refused).
         ``CheckpointError`` if that fails authentication (the store is closed)."""
         directory = self._dir(unit)
         if directory is None:
@@ -153,8 +154,6 @@ class UnitStates:
         except BaseException:
             store.close()
             raise
-        if state is not None and state.get("legacy") is not None:
-            self.changed.add(unit)  # imported into the store: commit it at the next checkpoint
 
     def offset(self, topic: str, partition: int) -> int | None:
         """Where the unit held that reads ``topic``'s ``partition`` goes on from (None:

@@ -1,18 +1,18 @@
-"""Write the checkpoints under tests/data/checkpoint-v0/ with streamcal 0.x's own code.
-
-They are the "checkpoint from the release before the versioned state format": a pickle of
-the processor's whole object graph (``ProcessorState``), HMAC-authenticated as
-``CheckpointStore`` writes it, with the key ``KEY`` below (a test key, nothing secret).
+"""Write the state directories under tests/data/checkpoint-v7/: the one checkpoint format
+(state format version 7, the first release's), as the processor writes it.
 
 For each mode a processor (no broker: its outputs are collected in a list) reads the
 first part of a synthetic stream (late, early, missing and bad records), is
-checkpointed, then reads the rest. ``resume.json`` holds the rest of the records and
-what the processor produced from them: the predictions, dead letters and final counts
-and tracker snapshot that any later streamcal must reproduce from the checkpoint.
+checkpointed and closed: that state directory (the unit's store and its mark) is the
+fixture. A second processor, identical, reads the whole stream with a checkpoint at the
+same place; ``<mode>.json`` holds the rest of the records and what it produced from
+them: the predictions, dead letters, final counts and tracker snapshot that any later
+streamcal must reproduce from the fixture. The key is ``KEY`` below (a test key,
+nothing secret).
 
 Run from the repository root (only to regenerate; the committed files are the fixture):
 
-    python tests/data/make_checkpoint_v0.py
+    python tests/data/make_checkpoint_v7.py
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import orjson
 
-KEY = "streamcal-test-data-key-v0-0123456789"
-HERE = Path(__file__).resolve().parent / "checkpoint-v0"
+KEY = "streamcal-test-data-key-v7-0123456789"
+HERE = Path(__file__).resolve().parent / "checkpoint-v7"
 EVENTS, LABELS = "ev", "lab"
 T0 = 1_700_000_000_000
 MODES = {
@@ -65,53 +67,55 @@ def stream(n: int = 300, seed: int = 7) -> list[dict]:
     return out
 
 
-def settings(mode: str, state_dir) -> dict:
+def settings(mode: str) -> dict:
     return dict(
         events_topic=EVENTS, labels_topic=LABELS, model="logreg", merge="log",
         metrics_file="none", metrics_every=10**9, pending_ttl=2.0, label_wait=0.5,
-        state_dir=str(state_dir), checkpoint_key=KEY, **MODES[mode],
+        checkpoint_key=KEY, **MODES[mode],
     )  # fmt: skip
 
 
-def main() -> None:
+def processor(mode: str, state_dir):
     from streamcal.stream.config import ProcessorConfig
-    from streamcal.stream.processor import Processor, _Rec
+    from streamcal.stream.processor import Processor
+
+    return Processor(ProcessorConfig.build(**settings(mode), state_dir=str(state_dir)))
+
+
+def main() -> None:
+    sys.path.insert(0, str(HERE.parents[2]))
+    from tests.stream.test_state_format import feed
 
     recs = stream()
     cut = len(recs) * 2 // 3
     for mode in MODES:
         state = HERE / mode
         shutil.rmtree(state, ignore_errors=True)
-        proc = Processor(ProcessorConfig.build(**settings(mode, state)))
+        first = processor(mode, state)
+        feed(first.state, recs[:cut], [])
+        first.checkpoint_all()
+        first.close()
+        for log in state.glob("store/LOG*"):  # RocksDB's own info log: not state
+            log.unlink()
+        whole = processor(mode, tempfile.mkdtemp())
+        feed(whole.state, recs[:cut], [])
+        whole.checkpoint_all()
         sent = []
-        proc._send = lambda topic, key, value, sent=sent: sent.append((topic, value))
-        proc._on_metrics = proc._metrics_out = None
-        proc._rate_mark = (0.0, 0)
-        for i, r in enumerate(recs):
-            if i == cut:
-                proc._checkpoints.save(proc.state)
-                sent.clear()
-            rec = _Rec(r["topic"], r["partition"], r["offset"], r["ts"], r["key"].encode(),
-                       r["value"].encode())  # fmt: skip
-            (proc._on_event if r["topic"] == EVENTS else proc._on_label)(rec)
-            proc.state.offsets[(r["topic"], r["partition"])] = r["offset"] + 1
-        st = proc.state
+        feed(whole.state, recs[cut:], sent)
+        st = whole.state
         resume = dict(
-            key=KEY,
-            streamcal_version=st.version,
-            settings={k: v for k, v in settings(mode, "").items() if k != "state_dir"},
+            settings=settings(mode),
             records=recs[cut:],
-            predictions=[orjson.loads(v) for t, v in sent if t == "streamcal.predictions"],
-            dead_letters=[
-                orjson.loads(v)["reason"] for t, v in sent if t != "streamcal.predictions"
-            ],
+            predictions=[v for t, v in sent if t == "streamcal.predictions"],
+            dead_letters=[v["reason"] for t, v in sent if t != "streamcal.predictions"],
             counts=st.counts,
             offsets={f"{t}:{p}": o for (t, p), o in st.offsets.items()},
-            pending=len(st.pending),
-            waiting=len(st.waiting),
+            pending=st.pending.events,
+            waiting=st.pending.labels,
             tracker=st.tracker.snapshot(reliability=True),
             calibration_size=st.clf.calibration_size,
         )
+        whole.close()
         (HERE / f"{mode}.json").write_text(json.dumps(resume, indent=1) + "\n")
         print(mode, st.counts, len(resume["predictions"]), "predictions after the checkpoint")
 
