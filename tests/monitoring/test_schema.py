@@ -63,9 +63,9 @@ def test_a_field_added_to_the_schema_reaches_line_scrape_and_report(
 
     # ... plus its computation: a count of the processor, picked up by name.
     class CountingUnit(CalibrationUnit):
-        def on_label(self, rec):
+        def on_label(self, rec, message=None):
             self.counts["label_records"] = self.counts.get("label_records", 0) + 1
-            super().on_label(rec)
+            super().on_label(rec, message)
 
     class CountingProcessor(Processor):
         unit_class = CountingUnit
