@@ -58,6 +58,7 @@ class PendingPrediction(NamedTuple):
     score: float
     category: Any = None  # with --by only
     p_protected: float | None = None  # with --protect only
+    time: float | None = None  # the event's, record time (s): None if kept by an older one
 
 
 class PendingMulticlass(NamedTuple):
@@ -72,6 +73,7 @@ class PendingMulticlass(NamedTuple):
     scores: dict  # class -> the model's probability
     intervals: dict | None  # one-vs-rest: class -> (p0, p1); else None
     category: Any = None  # with --by only
+    time: float | None = None  # the event's, record time (s): None if kept by an older one
 
 
 def _kept_features(config):
@@ -86,7 +88,9 @@ def _kept_features(config):
 _NUMBERS4 = struct.Struct("<B4d")  # flags, p0, p1, p, score
 _DOUBLE = struct.Struct("<d")
 _LENGTH = struct.Struct("<I")
-_HAS_PP, _HAS_CATEGORY = 1, 2
+# Flags of a packed prediction; _HAS_TIME: the event's time follows (for the label delay
+# at the join without reading it from the store), absent in entries of older versions.
+_HAS_PP, _HAS_CATEGORY, _HAS_TIME = 1, 2, 4
 
 
 class BinaryTask:
@@ -169,10 +173,14 @@ class BinaryTask:
         x = ev.x if self._kept is None else self._kept(ev.x)
         return out, PendingPrediction(x, p0, p1, p, score, category, p_protected)
 
-    def pack(self, pred: PendingPrediction) -> bytes:
+    def pack(self, pred: PendingPrediction, time: float | None = None) -> bytes:
+        """``pred`` as bytes, with the event's ``time`` (record time, s) if given."""
         pp, category = pred.p_protected, pred.category
         flags = (_HAS_PP if pp is not None else 0) | (_HAS_CATEGORY if category is not None else 0)
-        out = _NUMBERS4.pack(flags, pred.p0, pred.p1, pred.p, pred.score)
+        out = _NUMBERS4.pack(flags | (_HAS_TIME if time is not None else 0), pred.p0, pred.p1,
+                             pred.p, pred.score)  # fmt: skip
+        if time is not None:
+            out += _DOUBLE.pack(time)
         if pp is not None:
             out += _DOUBLE.pack(pp)
         if category is not None:
@@ -183,7 +191,10 @@ class BinaryTask:
     def unpack(self, data: bytes) -> PendingPrediction:
         flags, p0, p1, p, score = _NUMBERS4.unpack_from(data)
         at = _NUMBERS4.size
-        pp = category = None
+        pp = category = time = None
+        if flags & _HAS_TIME:
+            time = _DOUBLE.unpack_from(data, at)[0]
+            at += 8
         if flags & _HAS_PP:
             pp = _DOUBLE.unpack_from(data, at)[0]
             at += 8
@@ -192,7 +203,7 @@ class BinaryTask:
             category = orjson.loads(data[at + 4 : at + 4 + n])
             at += 4 + n
         x = self.codec.unpack(data, at)[0]
-        return PendingPrediction(x, p0, p1, p, score, category, pp)
+        return PendingPrediction(x, p0, p1, p, score, category, pp, time)
 
     def refuse(self, clf, pred: PendingPrediction, y, eid: str) -> str | None:
         """Why the label of ``pred`` cannot be joined (checked before anything learns)."""
@@ -324,20 +335,27 @@ class MulticlassTask(BinaryTask):
         x = ev.x if self._kept is None else self._kept(ev.x)
         return out, PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category)
 
-    def pack(self, pred: PendingMulticlass) -> bytes:
+    def pack(self, pred: PendingMulticlass, time: float | None = None) -> bytes:
         rest = orjson.dumps([pred.label, pred.proba, pred.scores, pred.intervals, pred.category])
-        head = _NUMBERS4.pack(0, pred.p0, pred.p1, pred.p, 0.0) + _LENGTH.pack(len(rest))
+        flags = _HAS_TIME if time is not None else 0
+        head = _NUMBERS4.pack(flags, pred.p0, pred.p1, pred.p, 0.0) + _LENGTH.pack(len(rest))
+        if time is not None:
+            head += _DOUBLE.pack(time)
         return head + rest + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingMulticlass:
-        _, p0, p1, p, _ = _NUMBERS4.unpack_from(data)
+        flags, p0, p1, p, _ = _NUMBERS4.unpack_from(data)
         at = _NUMBERS4.size + 4
         n = _LENGTH.unpack_from(data, _NUMBERS4.size)[0]
+        time = None
+        if flags & _HAS_TIME:
+            time = _DOUBLE.unpack_from(data, at)[0]
+            at += 8
         label, proba, scores, intervals, category = orjson.loads(data[at : at + n])
         if intervals is not None:
             intervals = {c: tuple(pair) for c, pair in intervals.items()}
         x = self.codec.unpack(data, at + n)[0]
-        return PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category)
+        return PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category, time)
 
     def refuse(self, clf, pred: PendingMulticlass, y, eid: str) -> str | None:
         classes = clf._classes  # the classifier's own (``classes`` is a copy)
