@@ -402,6 +402,13 @@ class ProcessorConfig:
     state_chunk_bytes: int = _opt(
         512 * 1024, "state-topic records carry checkpoints in chunks of at most this size", "state"
     )
+    state_memory_bytes: int = _opt(
+        256 << 20,
+        "memory of the state stores of all units together (RocksDB's block cache, with the "
+        "index and filter blocks and the memtables charged to it; suffixes KiB, MiB, GiB): "
+        "see docs/processor.md for what the process takes beside it",
+        "state",
+    )
 
     # --- throughput ---
     poll_max_records: int = _opt(2000, "records per consumer poll", "kafka")
