@@ -14,7 +14,7 @@ a run reads it (one merge order, docs/ordering.md).
     python benchmarks/pending_memory.py --waiting 1e5 --days 5  # a quick run (~2 minutes)
     python benchmarks/pending_memory.py --estimate            # records and time, not run
 
-Options after ``--`` go to `streamcal run` (e.g. ``-- --state-memory-bytes 128MiB``).
+Options after ``--`` go to `streamcal run` (e.g. ``-- --state-memory 128MiB``).
 """
 
 from __future__ import annotations

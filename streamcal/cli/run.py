@@ -82,38 +82,17 @@ def register(sub) -> None:
         "record's structured fields, for log shippers (default: text)",
     )
     groups = {name: p.add_argument_group(title) for name, title in _GROUPS.items()}
-    for f in SETTINGS:
-        if not f.metadata.get("flag", True):
+    for s in SETTINGS:  # each declared once (streamcal.stream.config): its flag and help
+        if s.flag is None:  # the environment only (a secret)
             continue
-        flag = "--" + f.name.replace("_", "-")
-        kind = str(f.type).split("|")[0].strip()
-        default = f.default
-        if f.name.endswith("_bytes"):  # a size: given with a suffix, shown with one
-            kind, default = "str", _size(f.default)
-        if f.metadata.get("duration"):  # a duration: given with a unit (30s, 2h, 7d)
-            kind = "str"
-        help_text = f"{f.metadata['help']} (default: {default}; ${'STREAMCAL_' + f.name.upper()})"
-        help_text = help_text.replace("%", "%%")
-        group = groups[f.metadata["group"]]
-        if kind == "bool":
-            group.add_argument(
-                flag,
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_text,
-            )
-        else:
-            conv = {"int": int, "float": float, "str": str}[kind]
-            group.add_argument(flag, dest=f.name, type=conv, default=None, help=help_text)
+        group, help_text = groups[s.group], s.help_text().replace("%", "%%")
+        if s.type is bool:
+            group.add_argument(s.flag, dest=s.name, action=argparse.BooleanOptionalAction,
+                               default=None, help=help_text)  # fmt: skip
+        else:  # sizes and durations are read from text by their setting (512MiB, 2h)
+            conv = s.type if s.parse is s.type else str
+            group.add_argument(s.flag, dest=s.name, type=conv, default=None, help=help_text)
     p.set_defaults(func=_main)
-
-
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
 
 
 def _main(args) -> int:

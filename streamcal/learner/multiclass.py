@@ -65,6 +65,9 @@ class Classes:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def __contains__(self, label) -> bool:
+        return label in self._index
+
 
 def score_vector(model, x, classes: Classes) -> tuple[float, ...]:
     """The model's probability of each known class for ``x`` (canonical), 0 for a class it

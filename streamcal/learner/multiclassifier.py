@@ -23,6 +23,7 @@ from streamcal.learner.settings import (
     DEFAULT_MERGE,
     DEFAULT_WINDOW,
     ClassifierSettings,
+    check_multiclass,
 )
 from streamcal.learner.wrapper import VennAbersWrapper
 
@@ -195,11 +196,7 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         )
         if label_default is not None:
             take_label(label_default)  # a class, not a missing label
-        if mode != "pretrained":
-            raise ValueError(
-                f"mode {mode!r} is not offered for multiclass models: only 'pretrained' "
-                "(see VennAbersMultiClassifier's docstring)"
-            )
+        check_multiclass(mode)
         self.model = model
         self.scheme = scheme
         self.mode = mode
@@ -250,6 +247,19 @@ class VennAbersMultiClassifier(VennAbersWrapper):
         """The classes seen so far, in order of first appearance: a new ``list`` (as on
         ``VennAbersClassifier``)."""
         return list(self._classes.labels)
+
+    def admits(self, label, max_classes: int) -> bool:
+        """Whether learning ``label`` keeps the classes within ``max_classes``: it is known
+        already, or there is room for one more (without copying ``classes``).
+
+        >>> from river import naive_bayes
+        >>> clf = VennAbersMultiClassifier(naive_bayes.GaussianNB())
+        >>> clf.learn_one({"x": 1.0}, "a")
+        >>> clf.admits("a", 1), clf.admits("b", 1), clf.admits("b", 2)
+        (True, False, True)
+        """
+        classes = self._classes
+        return label in classes or len(classes) < max_classes
 
     def __setstate__(self, state: dict) -> None:
         if "classes" in state:  # pickled when ``classes`` was the ``Classes`` itself

@@ -52,7 +52,12 @@ __all__ = [
     "FIELDS",
     "HORIZON_SETTINGS",
     "MONDRIAN_SETTINGS",
+    "check_count",
+    "check_fallback",
     "check_horizon",
+    "check_merge",
+    "check_min_category",
+    "check_multiclass",
     "check_protect",
 ]
 
@@ -132,7 +137,7 @@ def check_horizon(label_horizon, label_default) -> None:
     ...
     ValueError: label_default=0 needs label_horizon: the default is given at the horizon
     """
-    _check_positive("label_horizon", label_horizon, allow_none=True)
+    check_count("label_horizon", label_horizon, allow_none=True)
     if label_default is None:
         return
     if label_horizon is None:
@@ -146,11 +151,67 @@ def check_horizon(label_horizon, label_default) -> None:
         raise TypeError(f"label_default must be a hashable label, got {label_default!r}") from None
 
 
-def _check_positive(name: str, value, allow_none: bool = False) -> None:
+def check_count(name: str, value, allow_none: bool = False) -> None:
+    """ValueError unless ``value`` is a positive integer (or None, with ``allow_none``).
+
+    >>> check_count("window", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be a positive integer, got 0
+    """
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_merge(merge) -> None:
+    """ValueError unless ``merge`` names a merge of (p0, p1)."""
+    if merge not in MERGES:
+        raise ValueError(f"merge must be one of {', '.join(MERGES)}; got {merge!r}")
+
+
+def check_min_category(min_category) -> None:
+    """ValueError unless ``min_category`` is None or a non-negative integer."""
+    if min_category is not None and (
+        isinstance(min_category, bool)
+        or not isinstance(min_category, Integral)
+        or (min_category < 0)
+    ):
+        raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
+
+
+def check_fallback(fallback) -> None:
+    """ValueError unless ``fallback`` is None or one of ``FALLBACKS``."""
+    if fallback not in (None, *FALLBACKS):
+        raise ValueError(f"fallback must be 'pooled' or 'off', got {fallback!r}")
+
+
+def check_multiclass(mode=None, fallback=None, min_category=None) -> None:
+    """ValueError unless the settings are a multiclass classifier's: mode "pretrained"
+    (None: the default), neither ``fallback`` nor ``min_category`` (a multiclass
+    classifier answers categories below the default minimum from the pooled set). The
+    one place of these rules: ``VennAbersMultiClassifier``, the classifier's switch to
+    multiclass and the processor's ``--task multiclass`` all ask it.
+
+    >>> check_multiclass("sva")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: mode 'sva' is not offered for multiclass models (they take mode pretrained ...
+    """
+    if mode not in (None, "pretrained"):
+        raise ValueError(
+            f"mode {mode!r} is not offered for multiclass models (they take mode pretrained "
+            f"only; mode {mode!r} is binary only)"
+        )
+    if fallback is not None or min_category is not None:
+        name, value = (
+            ("fallback", fallback) if fallback is not None else ("min_category", min_category)
+        )
+        raise ValueError(
+            "multiclass takes neither fallback nor min_category (it answers categories "
+            f"below the default minimum from the pooled set), got {name}={value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -177,10 +238,9 @@ class ClassifierSettings:
 
     def __post_init__(self):
         mode = check_mode(self.mode)
-        if self.merge not in MERGES:
-            raise ValueError(f"merge must be one of {', '.join(MERGES)}; got {self.merge!r}")
-        _check_positive("window", self.window, allow_none=(mode == "sva"))
-        _check_positive("refresh_every", self.refresh_every, allow_none=True)
+        check_merge(self.merge)
+        check_count("window", self.window, allow_none=(mode == "sva"))
+        check_count("refresh_every", self.refresh_every, allow_none=True)
         if mode == "va" and self.refresh_every is not None:
             raise ValueError("refresh_every is not used by mode 'va', which rescores every time")
         if mode == "sva" and self.window is None and self.refresh_every is not None:
@@ -200,15 +260,9 @@ class ClassifierSettings:
             hash(by)
         except TypeError:
             raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-        if min_category is not None and (
-            isinstance(min_category, bool)
-            or not isinstance(min_category, Integral)
-            or (min_category < 0)
-        ):
-            raise ValueError(f"min_category must be a non-negative integer, got {min_category!r}")
-        _check_positive("max_categories", self.max_categories)
-        if fallback not in (None, *FALLBACKS):
-            raise ValueError(f"fallback must be 'pooled' or 'off', got {fallback!r}")
+        check_min_category(min_category)
+        check_count("max_categories", self.max_categories)
+        check_fallback(fallback)
         if fallback == "off" and min_category:
             raise ValueError(
                 "min_category needs the pooled fallback: below min_category pairs a category "

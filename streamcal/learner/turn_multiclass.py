@@ -45,6 +45,7 @@ from river import compose
 from streamcal.core.validate import check_label
 from streamcal.learner.labels import is_binary
 from streamcal.learner.multiclass import Classes, score_vector
+from streamcal.learner.settings import check_multiclass
 
 __all__ = ["TurnsMulticlass", "carry_over"]
 
@@ -116,14 +117,10 @@ class TurnsMulticlass:
                 f"{head} protect= is for binary labels (multiclass protection is not built "
                 "yet): drop protect=, or give the labels as False/True"
             )
-        if self.mode != "pretrained":
-            raise ValueError(
-                f"{head} mode {self.mode!r} is binary only (multiclass: 'pretrained'); "
-                "see VennAbersMultiClassifier"
-            )
-        if self.fallback is not None:
-            raise ValueError(f"{head} fallback={self.fallback!r} is binary only (the multiclass "
-                             "side answers cold categories from the pooled set)")
+        try:
+            check_multiclass(self.mode, self.fallback)
+        except ValueError as exc:
+            raise ValueError(f"{head} {exc}") from None
         if not getattr(self.model, "_multiclass", False):
             model = self.model
             if isinstance(model, compose.Pipeline):  # the last step decides

@@ -22,11 +22,12 @@ separates those lines from the whole stream's.
 
 The label may also come from a separate **labels file** (``labels=``), the processor's
 labels topic dumped, joined by ``id`` (``streamcal.monitoring.labels_file``). A
-predictions file of a multiclass run (lines with ``probabilities``, ``prediction_shape``)
-is read by ``streamcal.monitoring.multiclass_predictions``.
+predictions file of a multiclass run (lines with ``probabilities``) is read by
+``streamcal.monitoring.multiclass_predictions``; ``streamcal.monitoring.shapes`` tells
+them apart.
 
-``metric_log_from_predictions`` runs a predictions file through a ``CalibrationTracker``
-and returns the metric log it would have produced, so reports have one input shape.
+``streamcal.monitoring.shapes.log_from_predictions`` runs a predictions file through its
+tracker and returns the metric log it would have produced, so reports have one input shape.
 Everything raises ``ValueError("PATH: line N: ...")`` on bad input.
 """
 
@@ -41,15 +42,12 @@ import orjson
 from streamcal.core.validate import binary_label
 from streamcal.monitoring import histogram, schema
 from streamcal.monitoring.labels_file import join_labels, read_labels
-from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = [
     "PREDICTION_FIELDS",
     "check_metric_line",
     "detect_format",
     "iter_json_lines",
-    "metric_log_from_predictions",
-    "prediction_shape",
     "read_metric_log",
     "read_predictions",
     "split_labelled",
@@ -135,15 +133,6 @@ def detect_format(path) -> str:
             f"{os.fspath(path)}: line {n}: neither a prediction (needs p0, p1, label) "
             f"nor a metric-log line (needs labels, log_loss, ...); keys: {sorted(obj)[:8]}"
         )
-    raise AssertionError("unreachable: iter_json_lines refuses empty files")
-
-
-def prediction_shape(path) -> str:
-    """``"multiclass"`` if the first line of the predictions file ``path`` is a multiclass
-    prediction (it has ``probabilities``, as ``--task multiclass`` writes), else
-    ``"binary"``; every other line must then have the same shape."""
-    for _, obj in iter_json_lines(path):
-        return "multiclass" if "probabilities" in obj else "binary"
     raise AssertionError("unreachable: iter_json_lines refuses empty files")
 
 
@@ -339,48 +328,3 @@ def read_predictions(path, progress: bool = False, labels=None) -> Iterator[tupl
         if obj.get("p_protected") is not None:  # else the record is as it was before
             rec["p_protected"] = obj["p_protected"]
         yield n, rec
-
-
-def metric_log_from_predictions(
-    path,
-    window: int = 1000,
-    bins: int = 10,
-    points: int = 1000,
-    progress: bool = False,
-    top_k: int = 10,
-    labels=None,
-) -> list[dict]:
-    """The metric log a tracker fed with this predictions file (joined with the labels
-    file ``labels``, if given) would write.
-
-    About ``points`` to ``2 * points`` snapshots, evenly spaced in labels, plus the final
-    one, which carries the reliability bins; then, if predictions carried a ``category``,
-    one line per category of the tracker's top ``top_k`` and ``"(other)"``.
-
-    >>> import tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.jsonl"
-    >>> _ = f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1}\\n'
-    ...                  '{"p0": 0.5, "p1": 1.3, "label": 0}\\n')
-    >>> metric_log_from_predictions(f)
-    Traceback (most recent call last):
-    ...
-    ValueError: ...p.jsonl: line 2: need p0, p1, p and score in [0, 1] ...
-    """
-    tracker = CalibrationTracker(window=window, bins=bins, top_k=top_k)
-
-    def update(rec):
-        tracker.update(
-            rec["p0"],
-            rec["p1"],
-            rec["label"],
-            score=rec["score"],
-            p=rec["p"],
-            category=rec["category"],
-            p_protected=rec.get("p_protected"),
-        )
-
-    records = read_predictions(path, progress, labels)
-    log = snapshot_log(fed(records, update, path), lambda: tracker.labels, tracker.snapshot, points)
-    if labels is not None and not tracker.labels:
-        raise ValueError(f"{os.fspath(path)}: no prediction has a label in {os.fspath(labels)}")
-    return log + tracker.category_snapshots()

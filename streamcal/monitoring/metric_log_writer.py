@@ -31,9 +31,9 @@ import os
 
 import orjson
 
-from streamcal.core.validate import check_label
 from streamcal.monitoring.log_file import open_for_append
 from streamcal.monitoring.multiclass_tracker import MulticlassTracker
+from streamcal.monitoring.shapes import BINARY, Shape, shape_of_prediction
 from streamcal.monitoring.tracker import CalibrationTracker
 
 __all__ = ["MetricLogWriter"]
@@ -71,24 +71,24 @@ class MetricLogWriter:
         self.every = every
         self._settings = {"window": window, "bins": bins, "top_k": top_k}
         self.tracker: CalibrationTracker | MulticlassTracker | None = None
+        self.shape: Shape | None = None  # of the first prediction; every one has it
         # Appending: a last line cut off by a killed writer is dropped first.
         self._file = open_for_append(self.path) if append else open(self.path, "wb")  # noqa: SIM115
 
-    def _tracker(self, multiclass: bool):
+    def _tracker(self, shape: Shape):
         if self.tracker is None:
-            kind = MulticlassTracker if multiclass else CalibrationTracker
-            self.tracker = kind(**self._settings)
-        elif isinstance(self.tracker, MulticlassTracker) != multiclass:
-            raise ValueError("a metric log is of binary or of multiclass predictions, not both")
+            self.tracker = shape.tracker_class(**self._settings)
+            self.shape = shape
+        elif shape is not self.shape:
+            raise ValueError(
+                f"a metric log is of {self.shape.name} or of {shape.name} predictions, not both"
+            )
         return self.tracker
 
     @property
     def labels(self) -> int:
         """Labelled predictions so far."""
-        tracker = self.tracker
-        if tracker is None:
-            return 0
-        return tracker.top.labels if isinstance(tracker, MulticlassTracker) else tracker.labels
+        return 0 if self.tracker is None else self.tracker.labels
 
     def update(self, prediction, y, category=None) -> None:
         """Add the labelled ``prediction`` (what ``predict_interval_one`` gave before the
@@ -96,28 +96,10 @@ class MetricLogWriter:
         ValueError (nothing recorded) on bad input."""
         if self._file.closed:
             raise ValueError("the metric log is closed")
-        if hasattr(prediction, "proba"):  # a MulticlassPrediction
-            # per-class pairs: one-vs-rest's (one-vs-one's are of pairs of classes)
-            pairs = prediction.intervals
-            pairs = pairs if pairs and set(pairs) <= set(prediction.proba) else None
-            self._tracker(True).update(
-                prediction.label, prediction.p0, prediction.p1, prediction.p,
-                prediction.proba, y, scores=prediction.scores, intervals=pairs,
-                category=category,
-            )  # fmt: skip
-        else:
-            try:
-                check_label(y)
-            except ValueError:
-                raise ValueError(
-                    f"a binary prediction with label {y!r}: on a multiclass stream, a "
-                    "VennAbersClassifier's prediction before its first label is binary (it "
-                    "could not know yet); record from clf.task == 'multiclass' on"
-                ) from None
-            self._tracker(False).update(
-                prediction.p0, prediction.p1, y, score=prediction.score, p=prediction.p,
-                category=category, p_protected=getattr(prediction, "p_protected", None),
-            )  # fmt: skip
+        shape = shape_of_prediction(prediction)
+        if shape.check_label is not None:
+            shape.check_label(y)
+        shape.record(self._tracker(shape), prediction, y, category)
         if self.labels % self.every == 0:
             self._write(self.tracker.snapshot())
 
@@ -127,7 +109,7 @@ class MetricLogWriter:
         ``clf.alarm_at``, the level, ``clf.alarm_onset``) and, with protection, what it
         gained (``clf.protection_gain``; binary only); the next line shows them
         (``CalibrationTracker.update_protection``)."""
-        tracker = self.tracker if self.tracker is not None else self._tracker(False)
+        tracker = self.tracker if self.tracker is not None else self._tracker(BINARY)
         gain = {} if protection_gain is None else {"protection_gain": protection_gain}
         tracker.update_protection(log_martingale, alarm, alarm_at, alpha, category=category,
                                   alarm_onset=alarm_onset, **gain)  # fmt: skip
@@ -146,11 +128,8 @@ class MetricLogWriter:
         try:
             if self.tracker is not None and self.labels:
                 self._write(self.tracker.snapshot(reliability=True))
-                for line in self.tracker.category_snapshots():
+                for line in self.tracker.category_snapshots() + self.tracker.class_snapshots():
                     self._write(line)
-                if isinstance(self.tracker, MulticlassTracker):
-                    for line in self.tracker.class_snapshots():
-                        self._write(line)
         finally:
             self._file.close()
 

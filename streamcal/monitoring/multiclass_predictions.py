@@ -14,11 +14,11 @@ or in a labels file (the labels topic's messages, ``{"id": "e42", "label": "bill
 joined by ``id`` (``streamcal.monitoring.labels_file``). A class is a non-empty string or
 an integer (its decimal string), as the processor reads labels.
 
-``multiclass_log_from_predictions`` feeds the lines, in order, to a ``MulticlassTracker``
-as the processor does when their labels join, and returns the metric log the processor
-would have written: the whole stream's lines, then the per-category lines (with
-``category``) and the per-class lines (with ``intervals``). Predictions with a null
-``label`` are not tracked, as in the processor. Bad input raises
+``streamcal.monitoring.shapes.log_from_predictions`` feeds the lines, in order, to a
+``MulticlassTracker`` as the processor does when their labels join, and returns the
+metric log the processor would have written: the whole stream's lines, then the
+per-category lines (with ``category``) and the per-class lines (with ``intervals``).
+Predictions with a null ``label`` are not tracked, as in the processor. Bad input raises
 ``ValueError("PATH: line N: ...")``, for a binary line among multiclass ones too.
 """
 
@@ -28,16 +28,9 @@ import os
 from collections.abc import Iterator
 
 from streamcal.core.validate import class_label
-from streamcal.monitoring.metric_log import (
-    check_category,
-    fed,
-    is_number,
-    prediction_lines,
-    snapshot_log,
-)
-from streamcal.monitoring.multiclass_tracker import MulticlassTracker
+from streamcal.monitoring.metric_log import check_category, is_number, prediction_lines
 
-__all__ = ["TRUE_CLASS", "multiclass_log_from_predictions", "read_multiclass_predictions"]
+__all__ = ["TRUE_CLASS", "read_multiclass_predictions"]
 
 TRUE_CLASS = "y"
 
@@ -126,38 +119,3 @@ def read_multiclass_predictions(
         except ValueError as exc:
             raise ValueError(f"{p}: line {n}: {exc}") from None
         yield n, rec
-
-
-def multiclass_log_from_predictions(
-    path,
-    window: int = 1000,
-    bins: int = 10,
-    points: int = 1000,
-    progress: bool = False,
-    top_k: int = 10,
-    labels=None,
-) -> list[dict]:
-    """The metric log a ``MulticlassTracker`` fed with this multiclass predictions file
-    would write (see the module; ``points`` as in ``metric_log_from_predictions``)."""
-    tracker = MulticlassTracker(window=window, bins=bins, top_k=top_k)
-    p = os.fspath(path)
-
-    def update(rec):
-        tracker.update(
-            rec["label"], rec["p0"], rec["p1"], rec["p"], rec["probabilities"], rec["y"],
-            scores=rec["scores"], intervals=rec["intervals"], category=rec["category"],
-        )  # fmt: skip
-
-    # No class known yet (a null predicted class): nothing was predicted, as in the processor.
-    records = (
-        (n, rec)
-        for n, rec in read_multiclass_predictions(path, progress, labels)
-        if rec["label"] is not None
-    )
-    top = tracker.top
-    log = snapshot_log(fed(records, update, path), lambda: top.labels, tracker.snapshot, points)
-    if not top.labels:
-        if labels is None:
-            raise ValueError(f"{p}: nothing to track: every 'label' (predicted class) is null")
-        raise ValueError(f"{p}: no prediction of a class has a label in {os.fspath(labels)}")
-    return log + tracker.category_snapshots() + tracker.class_snapshots()

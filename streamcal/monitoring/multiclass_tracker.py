@@ -25,7 +25,14 @@ from collections import deque
 
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.schema import CLASS, MULTICLASS_KEYS
-from streamcal.monitoring.tracker import _EPS, CalibrationTracker, _Means
+from streamcal.monitoring.tracker import (
+    _EPS,
+    CalibrationTracker,
+    _Means,
+    add_terms,
+    means_state,
+    restore_means,
+)
 
 __all__ = ["MulticlassTracker", "multiclass_losses"]
 
@@ -93,6 +100,11 @@ class MulticlassTracker:
         # class -> [predictions with a pair for it, of them labelled it, sum p0, sum p1]
         self._bands: dict = {}
 
+    @property
+    def labels(self) -> int:
+        """The labelled predictions tracked (the top label's)."""
+        return self.top.labels
+
     def _see(self, classes) -> None:
         for c in classes:
             if c not in self._known:
@@ -123,11 +135,7 @@ class MulticlassTracker:
         if scores is not None:
             raw_log, raw_square = multiclass_losses(scores, y)
         terms = (log, square, 0.0, raw_log, raw_square)
-        self._all.update(*terms)
-        if len(self._terms) == self.window:
-            self._recent.revert(*self._terms.popleft())
-        self._recent.update(*terms)
-        self._terms.append(terms)
+        add_terms(self._all, self._recent, self._terms, self.window, terms)
         self._see((label, y, *proba))
         for c, (c0, c1) in (intervals or {}).items():
             band = self._bands.get(c)
@@ -195,9 +203,7 @@ class MulticlassTracker:
         return {
             "top": self.top.to_state(),
             "classes": list(self.classes),
-            "all": self._all.__getstate__(),
-            "recent": self._recent.__getstate__(),
-            "terms": [list(t) for t in self._terms],
+            **means_state(self._all, self._recent, self._terms),
             "bands": [(c, list(b)) for c, b in self._bands.items()],
         }
 
@@ -215,9 +221,7 @@ class MulticlassTracker:
         self = cls(top.window, top.bins)
         self.top = top
         self._see(state["classes"])
-        self._all.__setstate__(state["all"])
-        self._recent.__setstate__(state["recent"])
-        self._terms = deque(tuple(t) for t in state["terms"])
+        self._terms = restore_means(state, self._all, self._recent)
         self._bands = {c: list(b) for c, b in state["bands"]}
         return self
 

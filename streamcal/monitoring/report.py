@@ -40,15 +40,13 @@ from streamcal.monitoring import schema
 from streamcal.monitoring.event_rate import event_rate
 from streamcal.monitoring.metric_log import (
     detect_format,
-    metric_log_from_predictions,
-    prediction_shape,
     read_metric_log,
     split_classes,
     split_labelled,
 )
-from streamcal.monitoring.multiclass_predictions import multiclass_log_from_predictions
 from streamcal.monitoring.pooled import latest_by_unit, pooled_log
 from streamcal.monitoring.reliability import wilson_interval
+from streamcal.monitoring.shapes import log_from_predictions, shape_of_file
 
 __all__ = [
     "SAMPLING_ERROR_SE",
@@ -708,15 +706,14 @@ def write_report(
             log = lines
             kind = f"a metric log of {len(lines)} lines; the tables show its last line"
     elif input_format == "predictions":
-        multiclass = prediction_shape(paths[0]) == "multiclass"
-        read = multiclass_log_from_predictions if multiclass else metric_log_from_predictions
-        log = read(paths[0], window=window, bins=bins, progress=progress, top_k=top_k,
-                   labels=labels)  # fmt: skip
+        shape = shape_of_file(paths[0])
+        log = log_from_predictions(paths[0], shape, window=window, bins=bins, progress=progress,
+                                   top_k=top_k, labels=labels)  # fmt: skip
         log, by_class = split_classes(log)
         log, by_category = split_labelled(log)
         n = log[-1]["labels"]
         kind = (
-            f"{n} labelled {'multiclass ' if multiclass else ''}predictions"
+            f"{n} labelled {shape.predictions}"
             + ("" if labels is None else f" (labels from {os.fspath(labels)})")
             + f", tracked with window={window}, bins={bins}"
         )

@@ -43,7 +43,8 @@ from streamcal.monitoring.schema import (
     SNAPSHOT_KEYS,
 )
 
-__all__ = ["ALARM_KEYS", "CalibrationTracker", "PROTECTION_KEYS", "SNAPSHOT_KEYS",
+__all__ = ["ALARM_KEYS", "CalibrationTracker", "PROTECTION_KEYS", "SNAPSHOT_KEYS", "add_terms",
+           "means_state", "restore_means",
            "prediction_in_range"]  # fmt: skip
 
 # The fields of the optional features, in schema order: (key, feature)
@@ -144,6 +145,37 @@ class _Means:
             state = _means_state(state)
         for k in self.__slots__:
             setattr(self, k, state[k] if k in state else self._LATER[k])
+
+
+def add_terms(whole: _Means, recent: _Means, window: deque, size: int, terms: tuple) -> None:
+    """Add one label's loss ``terms`` to the means of the whole stream (``whole``) and of
+    the last ``size`` labels (``recent``, over the terms kept in ``window``): as river's
+    ``Rolling``, the oldest is reverted first. Both trackers keep their losses this way.
+
+    >>> whole, recent, window = _Means(), _Means(), deque()
+    >>> for x in (1.0, 2.0, 6.0):
+    ...     add_terms(whole, recent, window, 2, (x, 0.0, 0.0, None, None))
+    >>> whole.get("log"), recent.get("log"), len(window)
+    (3.0, 4.0, 2)
+    """
+    whole.update(*terms)
+    if len(window) == size:
+        recent.revert(*window.popleft())
+    recent.update(*terms)
+    window.append(terms)
+
+
+def means_state(whole: _Means, recent: _Means, window: deque) -> dict:
+    """``add_terms``' state as plain data (``restore_means`` reads it back)."""
+    return {"all": whole.__getstate__(), "recent": recent.__getstate__(),
+            "terms": [list(t) for t in window]}  # fmt: skip
+
+
+def restore_means(state: dict, whole: _Means, recent: _Means) -> deque:
+    """Set ``whole`` and ``recent`` from ``means_state``'s ``state``; the window it kept."""
+    whole.__setstate__(state["all"])
+    recent.__setstate__(state["recent"])
+    return deque(tuple(t) for t in state["terms"])
 
 
 def _means_state(old: dict) -> dict:
@@ -394,12 +426,7 @@ class CalibrationTracker:
         else:
             prot_log, prot_square = _log_loss(y, q), (y - q) * (y - q)
             terms = (log, square, width, raw_log, raw_square, prot_log, prot_square)
-        self._all.update(*terms)
-        window = self._window
-        if len(window) == self.window:  # as river's Rolling: revert the oldest, then add
-            self._recent.revert(*window.popleft())
-        self._recent.update(*terms)
-        window.append(terms)
+        add_terms(self._all, self._recent, self._window, self.window, terms)
         k = 1.0 / self._all.n  # as river's stats.Mean, over the labels folded so far
         self._p0 += k * (p0 - self._p0)
         self._p1 += k * (p1 - self._p1)
@@ -518,6 +545,10 @@ class CalibrationTracker:
         category). Empty if no update had a category."""
         return self._categories.rows()
 
+    def class_snapshots(self) -> list[dict]:
+        """Per-class lines: none for binary predictions (``MulticlassTracker`` has them)."""
+        return []
+
     def to_state(self) -> dict:
         """The tracker as plain data (numbers and lists), per-category statistics
         included; ``from_state`` rebuilds it."""
@@ -530,9 +561,7 @@ class CalibrationTracker:
             "raw_labels": self.raw_labels,
             "protected_labels": self.protected_labels,
             "protection": None if self._protection is None else dict(self._protection),
-            "all": self._all.__getstate__(),
-            "recent": self._recent.__getstate__(),
-            "terms": [list(t) for t in self._window],
+            **means_state(self._all, self._recent, self._window),
             "p0": self._p0,
             "p1": self._p1,
             "rel": list(self._rel.__getstate__()),
@@ -558,9 +587,7 @@ class CalibrationTracker:
         self.protected_labels = state.get("protected_labels", 0)
         prot = state.get("protection")
         self._protection = None if prot is None else dict(prot)
-        self._all.__setstate__(state["all"])
-        self._recent.__setstate__(state["recent"])
-        self._window = deque(tuple(t) for t in state["terms"])
+        self._window = restore_means(state, self._all, self._recent)
         self._p0, self._p1 = state["p0"], state["p1"]
         self._rel.__setstate__(tuple(state["rel"]))
         self._raw_rel.__setstate__(tuple(state["raw_rel"]))

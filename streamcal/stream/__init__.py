@@ -8,7 +8,8 @@ Modules and sub-packages, one idea each:
   lines and checkpoints on time).
 * ``unit`` -- ``CalibrationUnit``: one classifier and its joins (predict, wait, learn),
   one flow for every task.
-* ``tasks`` -- what a task supplies to that flow: binary and multiclass.
+* ``tasks`` -- the task registry: what each task supplies to that flow, one entry a
+  task (binary, multiclass).
 * ``pending`` -- what waits, on disk: events for labels, early labels for events, the
   finished ids; bounded in bytes.
 * ``packing`` -- compact, exact bytes for the features that wait.

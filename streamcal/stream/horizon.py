@@ -31,17 +31,36 @@ import orjson
 from streamcal.learner.label_delays import LabelDelays
 from streamcal.stream.pending import ATTACHED, DEFAULTED, EVENT, EXPIRED, JOINED, split
 from streamcal.stream.records import Rec, pack_label, unpack_label
+from streamcal.stream.tasks import task_of
 
-__all__ = ["DelayWatch", "LabelHorizon", "check_settings"]
+__all__ = ["DelayWatch", "LabelHorizon", "check_horizon", "check_late_labels", "check_settings"]
 
 log = logging.getLogger(__name__)
 
 LATE_LABELS = ("dead-letter", "learn")
 
 
+def check_horizon(h: float) -> None:
+    """``--label-horizon``'s own constraint (``ValueError`` naming the flag)."""
+    if not math.isfinite(h) or h <= 0:
+        raise ValueError(
+            f"label_horizon (--label-horizon) must be a positive duration (e.g. 30s, 2h, "
+            f"7d), got {h!r}"
+        )
+
+
+def check_late_labels(value: str) -> None:
+    """``--late-labels``' own constraint (``ValueError`` naming the flag)."""
+    if value not in LATE_LABELS:
+        raise ValueError(
+            f"late_labels (--late-labels) must be one of {', '.join(LATE_LABELS)}, got {value!r}"
+        )
+
+
 def check_settings(config) -> None:
-    """``ValueError`` (one line naming the flag, the value and the fix) for bad
-    ``--label-horizon``, ``--label-default`` or ``--late-labels`` settings of ``config``."""
+    """``ValueError`` (one line naming the flag, the value and the fix) for
+    ``--label-horizon``, ``--label-default`` and ``--late-labels`` settings of ``config``
+    that do not go together (each one's own constraint is checked before)."""
     h = config.label_horizon
     if h is None:
         for name, off in (("label_default", None), ("late_labels", "dead-letter")):
@@ -49,21 +68,11 @@ def check_settings(config) -> None:
                 flag = "--" + name.replace("_", "-")
                 raise ValueError(f"{name} ({flag}) needs --label-horizon")
         return
-    if not math.isfinite(h) or h <= 0:
-        raise ValueError(
-            f"label_horizon (--label-horizon) must be a positive duration (e.g. 30s, 2h, "
-            f"7d), got {h!r}"
-        )
     if h > config.pending_ttl:
         raise ValueError(
             f"label_horizon (--label-horizon) is {h:g} s, longer than pending_ttl "
             f"(--pending-ttl) {config.pending_ttl:g} s, the longest an event waits for its "
             f"label: give --pending-ttl at least {h:g}"
-        )
-    if config.late_labels not in LATE_LABELS:
-        raise ValueError(
-            f"late_labels (--late-labels) must be one of {', '.join(LATE_LABELS)}, "
-            f"got {config.late_labels!r}"
         )
     if config.label_default is None:
         return
@@ -78,17 +87,7 @@ def check_settings(config) -> None:
 def default_label(config):
     """``--label-default`` as the task's label (binary: a bool; multiclass: the class)."""
     text = config.label_default
-    if text is None or config.task == "multiclass":
-        return text
-    from streamcal.core.validate import binary_label
-
-    try:
-        return binary_label(text.strip().lower()) == 1
-    except ValueError:
-        raise ValueError(
-            f"label_default (--label-default) must be a binary label (0, 1, true or false) "
-            f"with --task binary, got {text!r}"
-        ) from None
+    return None if text is None else task_of(config).default_label(text)
 
 
 class LabelHorizon:

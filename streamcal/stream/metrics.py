@@ -27,6 +27,7 @@ import streamcal
 from streamcal.monitoring import schema as metric_schema
 from streamcal.monitoring.log_file import open_for_append
 from streamcal.stream.bounds import BoundWatch
+from streamcal.stream.tasks import task_of
 from streamcal.stream.unit import GLOBAL_UNIT
 
 __all__ = ["MergeCounts", "MetricEmitter", "features_of", "metric_line", "prometheus_exporter",
@@ -65,12 +66,7 @@ def features_of(config) -> tuple:
     >>> features_of(ProcessorConfig(task="multiclass", model="gnb"))  # no protection there
     ('multiclass', 'alarm')
     """
-    multiclass = config.task == "multiclass"
-    return (
-        (metric_schema.MULTICLASS,) * multiclass
-        + (metric_schema.PROTECTION,) * (config.protect and not multiclass)
-        + (metric_schema.ALARM,) * config.alarm
-    )
+    return task_of(config).metric_features(config)
 
 
 def total(units: dict, count: str) -> int:
@@ -244,7 +240,7 @@ class MetricEmitter:
         """Make and send the line of ``unit`` (a ``CalibrationUnit``), with its
         per-category lines under ``--by``."""
         categories = unit.category_snapshots() if self.config.by is not None else None
-        classes = unit.class_snapshots() if self.config.task == "multiclass" else None
+        classes = unit.class_snapshots()  # none but multiclass has them
         return self.emit(unit.unit, unit.snapshot(), categories, merge, classes)
 
     def emit_all(self, units: dict, merge_of) -> dict | None:

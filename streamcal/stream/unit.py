@@ -44,7 +44,7 @@ from streamcal.learner.guard import SNAPSHOT_PERIOD
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.monitoring.histogram import DELAY_BOUNDS, Histogram
 from streamcal.stream.bounds import size_text
-from streamcal.stream.config import resolved_scheme, settings_of
+from streamcal.stream.config import settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.horizon import DelayWatch, LabelHorizon
 from streamcal.stream.messages import BadInput, Fields
@@ -64,14 +64,12 @@ from streamcal.stream.records import pack_label as _pack_label
 from streamcal.stream.records import unpack_label as _unpack_label
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.kv import KVStore
-from streamcal.stream.tasks import PendingMulticlass, PendingPrediction, task_of
+from streamcal.stream.tasks import LEGACY_TASK, resolved_scheme, task_of
 
 __all__ = [
     "CalibrationUnit",
     "FINGERPRINT",
     "GLOBAL_UNIT",
-    "PendingMulticlass",
-    "PendingPrediction",
     "TopicRank",
 ]
 
@@ -255,7 +253,7 @@ class CalibrationUnit:
         kinds = {name: kind for kind, name in _STATUS.items()}
         for eid, status in legacy["recent"]:
             self.pending.finish(eid, kinds.get(status, EXPIRED))
-        pending_type = PendingMulticlass if self.task.name == "multiclass" else PendingPrediction
+        pending_type = self.task.pending_type
         for eid, deadline, values in legacy["pending"]:
             pred = pending_type(*values)  # with its event's time since it was kept
             payload = self.task.pack(pred, pred.time)
@@ -563,7 +561,7 @@ def check_fingerprint(state: dict, config) -> None:
     ]
     pairs += [(k, fingerprint.get(k, off), getattr(config, k))
               for k, off in _HORIZON_FINGERPRINT.items()]  # fmt: skip
-    task = fingerprint.get("task") or "binary"
+    task = fingerprint.get("task") or LEGACY_TASK
     pairs += [
         ("task", task, config.task),
         ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),

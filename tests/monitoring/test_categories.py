@@ -18,11 +18,11 @@ from streamcal.monitoring import CalibrationTracker, PrometheusExporter, write_r
 from streamcal.monitoring.categories import OTHER
 from streamcal.monitoring.metric_log import (
     check_metric_line,
-    metric_log_from_predictions,
     read_metric_log,
     split_labelled,
 )
 from streamcal.monitoring.schema import CATEGORY_KEYS
+from streamcal.monitoring.shapes import log_from_predictions
 from tests._helpers import examples
 
 prob = st.floats(0, 1)
@@ -102,7 +102,7 @@ def segmented_predictions(path, n=4000, seed=2):
 def test_metric_log_carries_category_lines(tmp_path):
     f = tmp_path / "p.jsonl"
     lines = segmented_predictions(f)
-    log = metric_log_from_predictions(f, top_k=2)
+    log = log_from_predictions(f, top_k=2)
     whole, by_category = split_labelled(log)
     assert whole[-1]["labels"] == len(lines) and "category" not in whole[-1]
     volume = Counter(line["category"] for line in lines)
@@ -120,7 +120,7 @@ def test_bad_category_in_predictions_is_refused(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"p0": 0.2, "p1": 0.4, "label": 1, "category": [1]}\n')
     with pytest.raises(ValueError, match="line 1: field 'category'"):
-        metric_log_from_predictions(f)
+        log_from_predictions(f)
 
 
 def test_prometheus_labels_categories_only_when_there_are_some():

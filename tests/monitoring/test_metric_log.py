@@ -10,10 +10,10 @@ import pytest
 from streamcal.monitoring import CalibrationTracker, schema
 from streamcal.monitoring.metric_log import (
     detect_format,
-    metric_log_from_predictions,
     read_metric_log,
     read_predictions,
 )
+from streamcal.monitoring.shapes import log_from_predictions
 
 
 def predictions(rng, n):
@@ -38,13 +38,13 @@ def write_lines(path, objs):
     return path
 
 
-def test_metric_log_from_predictions_equals_feeding_a_tracker(tmp_path):
+def test_log_from_predictions_equals_feeding_a_tracker(tmp_path):
     rng = np.random.default_rng(0)
     recs = predictions(rng, 5000)
     recs[7]["score"] = None  # null means absent
     recs[8]["p"] = 0.5
     f = write_lines(tmp_path / "p.jsonl", recs)
-    log = metric_log_from_predictions(f, window=300, bins=8, points=100)
+    log = log_from_predictions(f, window=300, bins=8, points=100)
     t = CalibrationTracker(window=300, bins=8)
     for r in recs:
         t.update(r["p0"], r["p1"], r["label"], score=r["score"], p=r.get("p"))
@@ -98,7 +98,7 @@ def test_garbled_predictions_name_the_line(tmp_path, text, line, message):
     # The good first line twice, so that line numbers are not all 1 or 2.
     f.write_text(GOOD_PRED + text if text else "")
     with pytest.raises(ValueError, match=message) as err:
-        metric_log_from_predictions(f)
+        log_from_predictions(f)
     assert str(f) in str(err.value)
     if line is not None:
         assert f"line {line}:" in str(err.value)
@@ -155,9 +155,9 @@ def test_progress_bar_on_long_inputs_only(tmp_path, monkeypatch, capsys):
     from streamcal.monitoring import metric_log
 
     f = write_lines(tmp_path / "p.jsonl", predictions(np.random.default_rng(2), 200))
-    metric_log_from_predictions(f, progress=True)
+    log_from_predictions(f, progress=True)
     assert capsys.readouterr().err == ""  # small file: no bar
     monkeypatch.setattr(metric_log, "_PROGRESS_BYTES", 1)
-    metric_log_from_predictions(f, progress=True)
+    log_from_predictions(f, progress=True)
     err = capsys.readouterr().err
     assert "p.jsonl" in err and "100%" in err

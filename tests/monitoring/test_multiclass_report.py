@@ -16,8 +16,8 @@ import pytest
 
 from streamcal.cli import main
 from streamcal.monitoring import schema
-from streamcal.monitoring.metric_log import metric_log_from_predictions, split_classes
-from streamcal.monitoring.multiclass_predictions import multiclass_log_from_predictions
+from streamcal.monitoring.metric_log import split_classes
+from streamcal.monitoring.shapes import log_from_predictions
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.unit import CalibrationUnit
@@ -120,9 +120,9 @@ def test_labels_file_leaves_out_unlabelled_predictions(tmp_path):
     bare = _write(tmp_path / "p.jsonl", predictions)
     # every other label, in another order, plus one for an event never predicted
     some = labels[::2][::-1] + [{"id": "nowhere", "label": "red"}]
-    log = multiclass_log_from_predictions(bare, labels=_write(tmp_path / "l.jsonl", some))
+    log = log_from_predictions(bare, labels=_write(tmp_path / "l.jsonl", some))
     inline = [{**p, "y": lab["label"]} for p, lab in zip(predictions, labels, strict=True)]
-    reference = multiclass_log_from_predictions(
+    reference = log_from_predictions(
         _write(tmp_path / "j.jsonl", inline[::2]), window=1000
     )
     predicted = sum(p["label"] is not None for p in predictions[::2])
@@ -135,11 +135,11 @@ def test_binary_predictions_with_a_labels_file(tmp_path):
              for i in range(60)]  # fmt: skip
     ys = [True, "1", 0, 1.0, "false", "true"]
     labels = [{"id": f"e{i}", "label": ys[i % 6]} for i in range(60)]
-    got = metric_log_from_predictions(
+    got = log_from_predictions(
         _write(tmp_path / "p.jsonl", preds), labels=_write(tmp_path / "l.jsonl", labels)
     )
     joined = [{**p, "label": [1, 1, 0, 1, 0, 1][i % 6]} for i, p in enumerate(preds)]
-    assert got == metric_log_from_predictions(_write(tmp_path / "j.jsonl", joined))
+    assert got == log_from_predictions(_write(tmp_path / "j.jsonl", joined))
 
 
 MC = {"id": "e1", "label": "a", "p0": 0.5, "p1": 0.7, "p": 0.6,

@@ -11,7 +11,8 @@ import pytest
 
 from streamcal.monitoring.histogram import DELAY_BOUNDS
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.tasks import PendingMulticlass, PendingPrediction
+from streamcal.stream.tasks.binary import PendingPrediction
+from streamcal.stream.tasks.multiclass import PendingMulticlass
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
 

@@ -1,4 +1,4 @@
-"""The state stores' memory bound (``--state-memory-bytes``, issue 37 item 3): the setting
+"""The state stores' memory bound (``--state-memory``, issue 37 item 3): the setting
 reaches RocksDB (the shared block cache's capacity, the memtables' budget within it), the
 cache stays within it however much the stores hold, and the process's RSS with it."""
 
@@ -30,10 +30,10 @@ def _capacity(store: KVStore) -> int:
 
 
 def test_the_setting_parses_sizes_and_reaches_every_store(tmp_path, bound):
-    cfg = ProcessorConfig.from_sources(env={"STREAMCAL_STATE_MEMORY_BYTES": "64MiB"})
-    assert cfg.state_memory_bytes == 64 * MIB
-    assert ProcessorConfig().state_memory_bytes == DEFAULT_MEMORY == 256 * MIB
-    bound(cfg.state_memory_bytes)
+    cfg = ProcessorConfig.from_sources(env={"STREAMCAL_STATE_MEMORY": "64MiB"})
+    assert cfg.state_memory == 64 * MIB
+    assert ProcessorConfig().state_memory == DEFAULT_MEMORY == 256 * MIB
+    bound(cfg.state_memory)
     store, other = KVStore(tmp_path / "a"), KVStore()
     try:
         assert _capacity(store) == _capacity(other) == 64 * MIB
@@ -46,7 +46,7 @@ def test_the_setting_parses_sizes_and_reaches_every_store(tmp_path, bound):
 
 
 def test_too_small_a_bound_is_refused_naming_the_setting(bound):
-    with pytest.raises(ValueError, match="state_memory_bytes must be at least 8 MiB"):
+    with pytest.raises(ValueError, match="state_memory must be at least 8 MiB"):
         bound(4 * MIB)
 
 

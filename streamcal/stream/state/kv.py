@@ -58,7 +58,7 @@ _MISSING = object()
 
 
 # Shared by every store of the process, so that the memory of all units together is
-# bounded by one figure (``--state-memory-bytes``), not by the number of units (``--scope
+# bounded by one figure (``--state-memory``), not by the number of units (``--scope
 # partition`` opens a store per unit): the block cache holds the data blocks read, the
 # index and filter blocks of every file and, charged to it by the write buffer manager,
 # the memtables of all stores (a quarter of it at most, then they are flushed).
@@ -88,7 +88,7 @@ def set_memory(total: int) -> None:
     """
     total = int(total)
     if total < 8 << 20:
-        raise ValueError(f"state_memory_bytes must be at least 8 MiB, got {total}")
+        raise ValueError(f"state_memory must be at least 8 MiB, got {total}")
     _shared["memory"] = total
     if "cache" in _shared:
         _shared["cache"].set_capacity(total)

@@ -96,6 +96,7 @@ import numpy as np
 
 from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, MONDRIAN_SETTINGS, ClassifierSettings
 from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.tasks import LEGACY_TASK
 
 __all__ = ["VERSION", "upgrade", "from_v1"]
 
@@ -164,7 +165,7 @@ _STEPS[3] = _v3_to_v4
 def _v4_to_v5(state: dict) -> dict:
     """Before multiclass: every state is binary."""
     state = dict(state)
-    state["fingerprint"] = {"task": "binary", "scheme": None, **state["fingerprint"]}
+    state["fingerprint"] = {"task": LEGACY_TASK, "scheme": None, **state["fingerprint"]}
     return state
 
 

@@ -68,7 +68,7 @@ class UnitStates:
         self.config = config
         self.key = key
         self.unit_class = unit_class
-        set_memory(config.state_memory_bytes)  # before any store opens
+        set_memory(config.state_memory)  # before any store opens
         self.heap = NativeHeap()
         self.heap.limit_arenas()  # before the stores' threads start
         self.held: dict[int | None, CalibrationUnit] = {}
