@@ -10,11 +10,13 @@ file-backed) against what waits, sampled every 0.5 s, and a restart on the same 
 directory (its RSS once it has read the last records). All input is in the topics before
 a run reads it (one merge order, docs/ordering.md).
 
-    python benchmarks/pending_memory.py                       # 10^6 waiting (~15 minutes)
-    python benchmarks/pending_memory.py --waiting 1e5 --days 5  # a quick run (~2 minutes)
+    python benchmarks/pending_memory.py --paced --days 4     # 10^6 waiting (~32 minutes)
+    python benchmarks/pending_memory.py --waiting 1e5 --days 5  # a backlog (~2 minutes)
     python benchmarks/pending_memory.py --estimate            # records and time, not run
 
-Options after ``--`` go to `streamcal run` (e.g. ``-- --state-memory 128MiB``).
+Options after ``--`` go to `streamcal run` (e.g. ``-- --state-memory 128MiB``). Without
+``--paced`` all input is in the topics first: a backlog whose labels topic starts a day of
+record time after its events topic, which the ordered merge buffers (docs/processor.md).
 """
 
 from __future__ import annotations
@@ -103,12 +105,9 @@ class Sampled:
     (its producer process)."""
 
     def __init__(self, values: dict, extra: list, env: dict):
-        args = [sys.executable, "-m", "streamcal", "run"]
-        for k, v in values.items():
-            args += ["--" + k.replace("_", "-"), str(v)]
         self.started, self.wall_started = time.monotonic(), time.time()
         idle = [] if "--max-idle-s" in extra else ["--max-idle-s", "3"]
-        self.proc = subprocess.Popen(args + idle + list(extra), env=env,
+        self.proc = subprocess.Popen(e2e.run_args(values) + idle + list(extra), env=env,
                                      cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)  # fmt: skip
         self.series: list = []
@@ -130,17 +129,16 @@ class Sampled:
 
     def wait(self) -> None:
         err = self.proc.stderr.read()
-        self.trims = [float(x.split()[1]) for x in err.decode().splitlines()
-                      if x.startswith("trim ")]  # fmt: skip
         code = self.proc.wait()
         self._sampler.join()
         if code != 0:
             raise RuntimeError(f"streamcal run exited with {code}: {err.decode()[-2000:]}")
 
 
-def estimate(waiting: int, days: float, events_per_s: float = 4000.0) -> dict:
+def estimate(waiting: int, days: float, events_per_s: float = 1050.0) -> dict:
     """Records of a run and a rough time for it (at ``events_per_s`` events with their
-    labels through the processor, what this machine gave at 10^5; producing them apart)."""
+    labels through the processor: what the paced run at 10^6 gave on this shared 2-core
+    machine, at load 6-14)."""
     n = int(days * waiting / 2)
     labels = int(n * max(0.0, days - 2) / days)
     return {"events": n, "labels": labels, "minutes": round(n / events_per_s / 60, 1)}
@@ -201,9 +199,7 @@ def part_m(bootstrap: str, work: Path, waiting: int, days: float, extra: list,
                child_peak=run.child_peak, labels=last["labels"], waiting=last["pending"],
                expired=last["expired"], dead_letters=last["dead_letters"],
                max_waiting=max(x["pending"] or 0 for x in got),
-               series=rss_against_waiting(run, got), load_run=e2e.load(),
-               trims=(len(run.trims), sorted(run.trims)[len(run.trims) // 2] if run.trims else 0,
-                      max(run.trims, default=0)))  # fmt: skip
+               series=rss_against_waiting(run, got), load_run=e2e.load())  # fmt: skip
     # A restart on the same state: what a process holding as many, without the history,
     # takes (it reads the last metric line's position and stops when idle).
     values = e2e.settings(bootstrap, t, work / "state", t["group"] + ".p2", work / "m2.jsonl")
