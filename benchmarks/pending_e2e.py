@@ -199,9 +199,11 @@ class Run:
     """`streamcal run` with ``settings`` as a subprocess, its memory sampled from /proc:
     ``peak`` (VmHWM of the processor) and ``child_peak`` (its producer process)."""
 
-    def __init__(self, values: dict, *extra: str, log=None):
+    every = 0.2  # seconds between samples
+
+    def __init__(self, values: dict, *extra: str, log=None, env=None):
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(run_args(values) + list(extra), env=ENV,
+        self.proc = subprocess.Popen(run_args(values) + list(extra), env=env or ENV,
                                      cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
                                      stderr=log or subprocess.DEVNULL)  # fmt: skip
         self.peak = self.child_peak = 0
@@ -211,10 +213,13 @@ class Run:
     def _sample(self) -> None:
         pid = self.proc.pid
         while self.proc.poll() is None:
-            self.peak = max(self.peak, vm(pid, "VmHWM"))
+            self._take(pid)
             for child in children(pid):
                 self.child_peak = max(self.child_peak, vm(child, "VmHWM"))
-            time.sleep(0.2)
+            time.sleep(self.every)
+
+    def _take(self, pid: int) -> None:
+        self.peak = max(self.peak, vm(pid, "VmHWM"))
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.proc.wait(timeout)

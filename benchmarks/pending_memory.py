@@ -27,7 +27,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -99,38 +98,28 @@ class DelayedStream:
         return out
 
 
-class Sampled:
-    """`streamcal run` with ``args``; /proc/PID/status sampled every 0.5 s: ``series`` of
-    (seconds since start, VmRSS, RssAnon, RssFile), ``peak`` (VmHWM) and ``child_peak``
-    (its producer process)."""
+class Sampled(e2e.Run):
+    """`streamcal run` with ``values`` and ``extra``; /proc/PID/status sampled every 0.5 s:
+    ``series`` of (seconds since start, VmRSS, RssAnon, RssFile), ``peak`` (VmHWM) and
+    ``child_peak`` (its producer process)."""
+
+    every = 0.5
 
     def __init__(self, values: dict, extra: list, env: dict):
-        self.started, self.wall_started = time.monotonic(), time.time()
-        idle = [] if "--max-idle-s" in extra else ["--max-idle-s", "3"]
-        self.proc = subprocess.Popen(e2e.run_args(values) + idle + list(extra), env=env,
-                                     cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)  # fmt: skip
         self.series: list = []
-        self.peak = self.child_peak = 0
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
+        self.wall_started = time.time()
+        idle = [] if "--max-idle-s" in extra else ["--max-idle-s", "3"]
+        super().__init__(values, *idle, *extra, log=subprocess.PIPE, env=env)
 
-    def _sample(self) -> None:
-        pid = self.proc.pid
-        while self.proc.poll() is None:
-            t = time.monotonic() - self.started
-            fields = [e2e.vm(pid, f) for f in ("VmRSS", "RssAnon", "RssFile", "VmHWM")]
-            if fields[0]:
-                self.series.append((round(t, 1), *fields[:3]))
-                self.peak = max(self.peak, fields[3])
-            for child in e2e.children(pid):
-                self.child_peak = max(self.child_peak, e2e.vm(child, "VmHWM"))
-            time.sleep(0.5)
+    def _take(self, pid: int) -> None:
+        fields = [e2e.vm(pid, f) for f in ("VmRSS", "RssAnon", "RssFile", "VmHWM")]
+        if fields[0]:
+            self.series.append((round(time.monotonic() - self.started, 1), *fields[:3]))
+            self.peak = max(self.peak, fields[3])
 
     def wait(self) -> None:
         err = self.proc.stderr.read()
-        code = self.proc.wait()
-        self._sampler.join()
+        code = super().wait()
         if code != 0:
             raise RuntimeError(f"streamcal run exited with {code}: {err.decode()[-2000:]}")
 
