@@ -16,7 +16,15 @@ Tables, all measured side by side in one run:
    without the ``[fast]`` extra runs (each variant's store chosen by
    ``STREAMCAL_STORE_BACKEND``, set while it runs). The variants run round-robin in blocks
    of 1000 events (one refresh period of the default) on the same events; the median
-   block time is reported, robust to bursts of load from other processes.
+   block time is reported, robust to bursts of load from other processes. The python-store
+   variants still run the protector's and the alarm's kernels compiled when numba imports:
+   the plain install is measured in a process without numba,
+   ``PYTHONPATH=.ci/without-numba python benchmarks/learner.py --only cost`` (every
+   variant then runs uncompiled). ``--protection``: only the bare pipeline and the
+   default mode with and without ``protect=True``; after the table, protect=True's
+   per-block time ratio to the same classifier without it. ``--cpu``: blocks timed by this
+   process's CPU time (``time.process_time``), which other processes' load on a shared
+   machine disturbs far less than the wall clock.
 2. va: events/s of mode "va" at ``--va-window`` (vectorised linear path and, on fewer
    events, the generic object-by-object path).
 3. quality: prequential log loss, square loss and (mean p0, frequency of 1s, mean p1) per
@@ -131,12 +139,13 @@ class Bare:
         self.model.learn_one(x, y)
 
 
-def side_by_side(variants, warm, measure, rng, block=1000, pickled=False):
+def side_by_side(variants, warm, measure, rng, block=1000, pickled=False, clock=time.perf_counter):
     """Warm every variant up, then time them on the same events: {name: [s / event of each
     block]}. Round-robin blocks in a shuffled order: a burst of load from other processes
     hits whichever variant runs at that moment, which the median block is robust to. A
     block is one refresh period of the default (1000 = window), so batch work counts.
-    ``pickled``: each variant's model is pickled once after its warm-up (``_pickle_once``)."""
+    ``pickled``: each variant's model is pickled once after its warm-up (``_pickle_once``).
+    ``clock``: ``time.process_time`` counts this process's CPU time only (``--cpu``)."""
     for name, v in variants.items():
         t = time.perf_counter()
         with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
@@ -154,11 +163,11 @@ def side_by_side(variants, warm, measure, rng, block=1000, pickled=False):
         for name in order:
             v = variants[name]
             with v if isinstance(v, OnBackend | InTree) else contextlib.nullcontext():
-                t = time.perf_counter()
+                t = clock()
                 for x, y in chunk:
                     v.predict_proba_one(x)
                     v.learn_one(x, y)
-                per_block[name].append((time.perf_counter() - t) / len(chunk))
+                per_block[name].append((clock() - t) / len(chunk))
     return per_block
 
 
@@ -242,6 +251,9 @@ def cost(args):
             "python", lambda: VennAbersClassifier(lr(), protect=True)
         ),
     }
+    if args.protection:  # protection's cost alone: each protected variant beside its plain one
+        variants = {k: v for k, v in variants.items() if k in PROTECTION_PAIRS
+                    or k in PROTECTION_PAIRS.values() or k == "bare pipeline"}  # fmt: skip
     if args.pickled:  # what pickling alone does: the bare pipeline never pickled
         variants = {"bare pipeline, never pickled": Bare(lr(), unpickled=True), **variants}
     if args.baseline_tree:
@@ -252,7 +264,9 @@ def cost(args):
                 continue
             variants[name] = v
             variants[f"{name} (baseline)"] = InTree(args.baseline_tree, _twin(v))
-    per_block = side_by_side(variants, warm, measure, random.Random(0), pickled=args.pickled)
+    clock = time.process_time if args.cpu else time.perf_counter
+    per_block = side_by_side(variants, warm, measure, random.Random(0), pickled=args.pickled,
+                             clock=clock)  # fmt: skip
     median = {name: float(np.median(b)) for name, b in per_block.items()}
     mean = {name: float(np.mean(b)) for name, b in per_block.items()}
     base = median["bare pipeline"]
@@ -269,10 +283,12 @@ def cost(args):
     table(
         f"Per-event cost, StandardScaler | LogisticRegression, Hyperplane(n_features=20), "
         f"after {args.warmup:,} labels, {len(measure):,} events timed"
-        + (", each model pickled once after its warm-up" if args.pickled else ""),
+        + (", each model pickled once after its warm-up" if args.pickled else "")
+        + (", CPU time of this process" if args.cpu else ""),
         ["variant", "µs / event (median block)", "(mean)", "vs bare", "events / s"],
         rows,
     )
+    _protection_ratios(per_block)
     if args.pickled:
         never = np.array(per_block["bare pipeline, never pickled"])
         r = np.array(per_block["bare pipeline"]) / never
@@ -292,6 +308,23 @@ def cost(args):
             ["variant", "ratio (median block)", "range", "µs / event (median difference)"],
             rows,
         )
+
+
+# protected variant -> its plain twin (``--protection``, and the ratios after the table)
+PROTECTION_PAIRS = {
+    "pretrained, protect=True": "pretrained (default)",
+    "pretrained, protect=True, python store": "pretrained, python store (plain install)",
+}
+
+
+def _protection_ratios(per_block) -> None:
+    """protect=True against the same classifier without it: per-block time ratios (same
+    events, same shuffled round), the figure issue 21 bounds at 1.25x."""
+    for prot, plain in PROTECTION_PAIRS.items():
+        if prot in per_block and plain in per_block:
+            r = np.array(per_block[prot]) / np.array(per_block[plain])
+            print(f"\n{prot} against {plain}: {np.median(r):.3f}x per block (median; "
+                  f"range {r.min():.3f}-{r.max():.3f})")  # fmt: skip
 
 
 def _twin(variant):
@@ -755,6 +788,16 @@ def main(argv=None):
         "--pickled",
         action="store_true",
         help="cost: pickle each variant's model once after its warm-up, as a checkpoint does",
+    )
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="cost: time blocks by this process's CPU time (robust to other processes' load)",
+    )
+    ap.add_argument(
+        "--protection",
+        action="store_true",
+        help="cost: only the bare pipeline and the default mode with and without protect=True",
     )
     ap.add_argument(
         "--baseline-tree",

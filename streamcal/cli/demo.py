@@ -31,7 +31,15 @@ def register(sub) -> None:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    g = p.add_argument_group("broker")
+    _broker_arguments(p.add_argument_group("broker"))
+    _stream_arguments(p.add_argument_group("stream"))
+    _processor_arguments(p.add_argument_group("processor"))
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.set_defaults(func=_main)
+
+
+def _broker_arguments(g) -> None:
+    """Where the demo's topics live: a local broker, or a cluster of the user's."""
     g.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT",
@@ -51,21 +59,13 @@ def register(sub) -> None:
         "(default: streamcal on a fresh local broker and with --produce-only, else a "
         "fresh streamcal.demo-XXXXXX so reruns do not mix)",
     )
-    g.add_argument(
-        "--partitions",
-        type=int,
-        default=_D.partitions,
-        help=f"partitions of topics created (default: {_D.partitions})",
-    )
-    g.add_argument(
-        "--wait-for-broker",
-        type=float,
-        default=_D.wait_for_broker,
-        metavar="S",
-        help=f"wait up to S seconds for --bootstrap-servers to answer "
-        f"(default: {_D.wait_for_broker:g})",
-    )
-    g = p.add_argument_group("stream")
+    _number(g, "--partitions", int, "partitions of topics created")
+    _number(g, "--wait-for-broker", float, "wait up to S seconds for --bootstrap-servers to "
+            "answer", metavar="S")  # fmt: skip
+
+
+def _stream_arguments(g) -> None:
+    """The stream the demo writes: its data set, size, label delays and bad records."""
     g.add_argument(
         "--dataset",
         default=_D.dataset,
@@ -74,36 +74,21 @@ def register(sub) -> None:
         + f" (default: {_D.dataset})",
     )
     g.add_argument("--events", type=int, metavar="N", help="number of events (default: all)")
-    g.add_argument("--seed", type=int, default=_D.seed, help=f"random seed (default: {_D.seed})")
-    g.add_argument(
-        "--label-delay",
-        type=float,
-        default=_D.label_delay,
-        metavar="K",
-        help="a label arrives K events after its event on average (uniform 0..2K; "
-        f"default {_D.label_delay:g})",
-    )
-    g.add_argument(
-        "--missing-labels",
-        type=float,
-        default=_D.missing_labels,
-        metavar="F",
-        help=f"fraction of labels never sent (default: {_D.missing_labels:g})",
-    )
-    g.add_argument(
-        "--bad-records",
-        type=int,
-        default=_D.bad_records,
-        metavar="N",
-        help="mix in N malformed messages, to see them in the dead-letter topic "
-        f"(default: {_D.bad_records})",
-    )
+    _number(g, "--seed", int, "random seed")
+    _number(g, "--label-delay", float, "a label arrives K events after its event on average "
+            "(uniform 0..2K)", metavar="K")  # fmt: skip
+    _number(g, "--missing-labels", float, "fraction of labels never sent", metavar="F")
+    _number(g, "--bad-records", int, "mix in N malformed messages, to see them in the "
+            "dead-letter topic", metavar="N")  # fmt: skip
     g.add_argument(
         "--produce-only",
         action="store_true",
         help="only create the topics and write the stream (needs --bootstrap-servers)",
     )
-    g = p.add_argument_group("processor")
+
+
+def _processor_arguments(g) -> None:
+    """How the demo's processor runs, and where its metric log and report go."""
     g.add_argument(
         "--model",
         default=_D.model,
@@ -122,15 +107,14 @@ def register(sub) -> None:
     g.add_argument(
         "--state-dir", metavar="DIR", help="checkpoint directory (default: a temporary one)"
     )
-    g.add_argument(
-        "--max-idle-s",
-        type=float,
-        default=_D.max_idle_s,
-        metavar="S",
-        help=f"stop when no record arrived for S seconds (default: {_D.max_idle_s:g})",
-    )
-    p.add_argument("--quiet", action="store_true", help="print only the summary")
-    p.set_defaults(func=_main)
+    _number(g, "--max-idle-s", float, "stop when no record arrived for S seconds", metavar="S")
+
+
+def _number(g, flag: str, kind, text: str, metavar: str | None = None) -> None:
+    """A numeric flag whose default is the demo's (``DemoOptions``), said after ``text``."""
+    default = getattr(_D, flag[2:].replace("-", "_"))
+    g.add_argument(flag, type=kind, default=default, metavar=metavar,
+                   help=f"{text} (default: {default:g})")  # fmt: skip
 
 
 def _interrupt(signum, frame):

@@ -3,6 +3,9 @@ when it imports.
 
 One code path: the same functions run compiled or, without numba, as plain Python over the
 same arrays (slower, and still exact: the draws are integer arithmetic that int64 holds).
+Two steps that touch a whole bag row, ranking a score and inserting it, have an
+uncompiled twin (``_rank``, ``_insert``): numpy's ``searchsorted`` and a slice move
+where an interpreted loop would take O(bag) steps per label (30-45 µs at 600 scores).
 
 The alarm lives in one float64 array ``k`` (its layout: ``_conformal_alarm_layout``), whose
 tail holds the bags: row y (``BAG_CAP`` long) holds, sorted ascending, the conformity
@@ -69,33 +72,56 @@ def bet(kind, param, p):
 
 
 @_jit
-def _jump_and_bet(k, w0, E, kinds, p):
-    """One Composite Jumper step of the part whose R rows of E weights start at ``w0`` and
-    whose bets' kinds start at ``kinds`` (their parameters right after): share within each
-    jump rate's row, bet, renormalise. Returns ln of the capital's factor."""
-    R = int(k[N_RATES])
+def _jump_bet(w, rates, bets, p):
+    """One Composite Jumper step on weights ``w`` (R rows of E, flat; changed in place):
+    share within each jump rate's row (``rates``: the R rates), bet (``bets``: the E
+    kinds, then their E parameters), renormalise. Returns the capital's factor."""
+    R = len(rates)
+    E = len(bets) // 2
     for r in range(R):  # the jump: a fraction J of each row's capital spread evenly
-        lo = w0 + r * E
-        J = k[HEAD + r]
+        lo = r * E
+        J = rates[r]
         total = 0.0
         for e in range(E):
-            total += k[lo + e]
+            total += w[lo + e]
         spread = J * total / E
         for e in range(E):
-            k[lo + e] = (1.0 - J) * k[lo + e] + spread
+            w[lo + e] = (1.0 - J) * w[lo + e] + spread
     Z = 0.0
     for e in range(E):  # the bet
-        f = bet(k[kinds + e], k[kinds + E + e], p)
+        f = bet(bets[e], bets[E + e], p)
         for r in range(R):
-            w = k[w0 + r * E + e] * f
-            k[w0 + r * E + e] = w
-            Z += w
+            v = w[r * E + e] * f
+            w[r * E + e] = v
+            Z += v
     inv = 1.0 / Z
-    for r in range(R):
-        lo = w0 + r * E
-        for e in range(E):
-            k[lo + e] *= inv
-    return math.log(Z)
+    for i in range(R * E):
+        w[i] *= inv
+    return Z
+
+
+if COMPILED:
+
+    @_jit
+    def _jump_and_bet(k, w0, E, kinds, p):
+        """``_jump_bet`` of the part whose R rows of E weights start at ``w0`` and whose
+        bets' kinds start at ``kinds`` (their parameters right after), on views of ``k``.
+        Returns ln of the capital's factor."""
+        R = int(k[N_RATES])
+        return math.log(_jump_bet(k[w0 : w0 + R * E], k[HEAD : HEAD + R],
+                                  k[kinds : kinds + 2 * E], p))  # fmt: skip
+
+else:  # interpreted: on lists of floats, several times faster than numpy's scalars
+
+    def _jump_and_bet(k, w0, E, kinds, p):
+        """``_jump_bet`` of the part whose R rows of E weights start at ``w0`` and whose
+        bets' kinds start at ``kinds`` (their parameters right after), on lists copied
+        from ``k`` and back. Returns ln of the capital's factor."""
+        R = int(k[N_RATES])
+        w = k[w0 : w0 + R * E].tolist()
+        Z = _jump_bet(w, k[HEAD : HEAD + R].tolist(), k[kinds : kinds + 2 * E].tolist(), float(p))
+        k[w0 : w0 + R * E] = w
+        return math.log(Z)
 
 
 @_jit
@@ -117,6 +143,60 @@ def _log_mean(a, b):
     """ln((e^a + e^b) / 2) without overflow."""
     hi, lo = (a, b) if a >= b else (b, a)
     return hi + math.log1p(math.exp(lo - hi)) - math.log(2.0)
+
+
+if COMPILED:
+
+    @_jit
+    def _rank(k, row, m, c):
+        """(the first index of the bag row's ``m`` scores at ``row`` that is >= c, the
+        first that is > c): two binary searches."""
+        lo, hi = 0, m
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if k[row + mid] < c:
+                lo = mid + 1
+            else:
+                hi = mid
+        left = lo
+        hi = m
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if k[row + mid] <= c:
+                lo = mid + 1
+            else:
+                hi = mid
+        return left, lo
+
+    @_jit
+    def _insert(k, row, m, at, c):
+        """Put c at index ``at`` of the bag row of ``m`` scores, the later ones moved up."""
+        for i in range(row + m, row + at, -1):
+            k[i] = k[i - 1]
+        k[row + at] = c
+
+else:  # interpreted: numpy does the O(bag) parts in C
+
+    def _rank(k, row, m, c):
+        """(the first index of the bag row's ``m`` scores at ``row`` that is >= c, the
+        first that is > c).
+
+        >>> import numpy as np
+        >>> _rank(np.array([9.0, 1.0, 2.0, 2.0, 3.0]), 1, 4, 2.0)
+        (1, 3)
+        """
+        bag = k[row : row + m]
+        return int(bag.searchsorted(c, "left")), int(bag.searchsorted(c, "right"))
+
+    def _insert(k, row, m, at, c):
+        """Put c at index ``at`` of the bag row of ``m`` scores, the later ones moved up.
+
+        >>> import numpy as np
+        >>> k = np.array([9.0, 1.0, 3.0, 0.0]); _insert(k, 1, 2, 1, 2.0); k.tolist()
+        [9.0, 1.0, 2.0, 3.0]
+        """
+        k[row + at + 1 : row + m + 1] = k[row + at : row + m]  # numpy copies overlaps safely
+        k[row + at] = c
 
 
 @_jit
@@ -160,28 +240,12 @@ def learn(k, code, c):
     k[LAST_P_SCORE] = -1.0
     if scored:
         row = bags + y * int(k[BAG_CAP])
-        lo, hi = 0, m  # the first index with row >= c
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if k[row + mid] < c:
-                lo = mid + 1
-            else:
-                hi = mid
-        left = lo
-        hi = m  # the first index with row > c
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if k[row + mid] <= c:
-                lo = mid + 1
-            else:
-                hi = mid
+        left, lo = _rank(k, row, m, c)
         ps = (left + draw(k) * (lo - left + 1)) / (m + 1.0)
         k[LAST_P_SCORE] = ps
         ES = int(k[N_SCORE_BETS])  # label y's own jumper: its bets may depend on y
         k[LOG_SCORE] += _jump_and_bet(k, ws + y * int(k[N_RATES]) * ES, ES, sk, ps)
-        for i in range(row + m, row + lo, -1):  # insert c after its equals
-            k[i] = k[i - 1]
-        k[row + lo] = c
+        _insert(k, row, m, lo, c)  # after its equals
         k[sizes + y] = m + 1.0
     k[N] = n
     log_s = _log_mean(k[LOG_LABEL], k[LOG_SCORE])

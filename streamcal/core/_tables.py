@@ -98,6 +98,107 @@ def _min_from(sx, sy, h, qx, qy, shift):
 
 
 @njit(cache=True)
+def _reach_right(X, Y, ends, nb, sx, sy, h, b):
+    """F1's bridge slope for block b's hull (``h`` stack vertices) once the next block's
+    mean is below the first bridge: walked right while the next block's mean is below
+    it (galloping, then a binary search). The walk is almost always empty."""
+    step = 1
+    good = b  # last end known to need extending past
+    while True:
+        cand = min(good + step, nb)
+        n2, d2 = _max_to(sx, sy, h, X[ends[cand]] + 1, Y[ends[cand]] + 1)
+        if cand == nb or not (
+            (Y[ends[cand + 1]] - Y[ends[cand]]) * d2 < n2 * (X[ends[cand + 1]] - X[ends[cand]])
+        ):
+            break
+        good = cand
+        step *= 2
+    # the answer's end lies in (good, cand]: binary search the first that stops
+    a_, c_ = good + 1, cand
+    while a_ < c_:
+        mid = (a_ + c_) >> 1
+        n2, d2 = _max_to(sx, sy, h, X[ends[mid]] + 1, Y[ends[mid]] + 1)
+        if (Y[ends[mid + 1]] - Y[ends[mid]]) * d2 < n2 * (X[ends[mid + 1]] - X[ends[mid]]):
+            a_ = mid + 1
+        else:
+            c_ = mid
+    return _max_to(sx, sy, h, X[ends[a_]] + 1, Y[ends[a_]] + 1)
+
+
+@njit(cache=True)
+def _reach_left(X, Y, ends, sx, sy, h, b):
+    """F0's bridge slope for block b's hull once the previous block's mean is above the
+    first bridge: walked left while it is (galloping, then a binary search)."""
+    step = 1
+    good = b - 1  # the anchor is the start of block b, i.e. ends[b - 1]
+    while True:
+        cand = max(good - step, 0)
+        n2, d2 = _min_from(sx, sy, h, X[ends[cand]], Y[ends[cand]], 1)
+        if cand == 0 or not (
+            (Y[ends[cand]] - Y[ends[cand - 1]]) * d2 > n2 * (X[ends[cand]] - X[ends[cand - 1]])
+        ):
+            break
+        good = cand
+        step *= 2
+    a_, c_ = cand, good - 1  # the answer's anchor lies in [cand, good - 1]
+    while a_ < c_:
+        mid = (a_ + c_ + 1) >> 1
+        n2, d2 = _min_from(sx, sy, h, X[ends[mid]], Y[ends[mid]], 1)
+        if (Y[ends[mid]] - Y[ends[mid - 1]]) * d2 > n2 * (X[ends[mid]] - X[ends[mid - 1]]):
+            c_ = mid - 1
+        else:
+            a_ = mid
+    return _min_from(sx, sy, h, X[ends[a_]], Y[ends[a_]], 1)
+
+
+@njit(cache=True)
+def _f1_block(X, Y, ends, nb, b, sx, sy, F1):
+    """F1 of block b's groups: sweep d left to right; stack = lower hull of P_lo..P_{d-1}."""
+    lo, hi = ends[b - 1], ends[b]  # block = groups lo+1..hi (1-based), points lo..hi
+    h = 0
+    for d in range(lo + 1, hi + 1):
+        px, py = X[d - 1], Y[d - 1]
+        while (
+            h >= 2
+            and (sx[h - 1] - sx[h - 2]) * (py - sy[h - 2])
+            - (sy[h - 1] - sy[h - 2]) * (px - sx[h - 2])
+            <= 0
+        ):
+            h -= 1
+        sx[h] = px
+        sy[h] = py
+        h += 1
+        num, den = _max_to(sx, sy, h, X[hi] + 1, Y[hi] + 1)
+        # walk right while the next block's mean is below the bridge slope
+        if b < nb and _below_next(X, Y, ends, b, num, den):
+            num, den = _reach_right(X, Y, ends, nb, sx, sy, h, b)
+        F1[d - 1] = num / den
+
+
+@njit(cache=True)
+def _f0_block(X, Y, ends, b, sx, sy, F0):
+    """F0 of block b's groups: sweep c right to left; stack = lower hull of P_c..P_hi
+    (rightmost at 0)."""
+    lo, hi = ends[b - 1], ends[b]
+    h = 0
+    for c in range(hi, lo, -1):
+        px, py = X[c], Y[c]
+        while (
+            h >= 2
+            and (sx[h - 1] - px) * (sy[h - 2] - py) - (sy[h - 1] - py) * (sx[h - 2] - px) <= 0
+        ):
+            h -= 1
+        sx[h] = px
+        sy[h] = py
+        h += 1
+        num, den = _min_from(sx, sy, h, X[lo], Y[lo], 1)
+        # walk left while the previous block's mean is above the bridge slope
+        if b > 1 and _above_prev(X, Y, ends, b - 1, num, den):
+            num, den = _reach_left(X, Y, ends, sx, sy, h, b)
+        F0[c - 1] = num / den
+
+
+@njit(cache=True)
 def tables(w, s):
     """F0, F1 for groups with counts w and ones s (scores sorted, distinct)."""
     k = w.shape[0]
@@ -110,91 +211,9 @@ def tables(w, s):
     nb = ends.shape[0] - 1
     F0 = np.empty(k)
     F1 = np.empty(k)
-    sx = np.empty(k + 1, np.int64)
+    sx = np.empty(k + 1, np.int64)  # the hull's stack, shared by the blocks' sweeps
     sy = np.empty(k + 1, np.int64)
     for b in range(1, nb + 1):
-        lo, hi = ends[b - 1], ends[b]  # block = groups lo+1..hi (1-based), points lo..hi
-        # F1: sweep d left to right; stack = lower hull of P_lo..P_{d-1}
-        h = 0
-        for d in range(lo + 1, hi + 1):
-            px, py = X[d - 1], Y[d - 1]
-            while (
-                h >= 2
-                and (sx[h - 1] - sx[h - 2]) * (py - sy[h - 2])
-                - (sy[h - 1] - sy[h - 2]) * (px - sx[h - 2])
-                <= 0
-            ):
-                h -= 1
-            sx[h] = px
-            sy[h] = py
-            h += 1
-            e = b
-            num, den = _max_to(sx, sy, h, X[hi] + 1, Y[hi] + 1)
-            # walk right while the next block's mean is below the bridge slope (galloping)
-            if e < nb and _below_next(X, Y, ends, e, num, den):
-                step = 1
-                good = e  # last end known to need extending past
-                while True:
-                    cand = min(good + step, nb)
-                    n2, d2 = _max_to(sx, sy, h, X[ends[cand]] + 1, Y[ends[cand]] + 1)
-                    if cand == nb or not (
-                        (Y[ends[cand + 1]] - Y[ends[cand]]) * d2
-                        < n2 * (X[ends[cand + 1]] - X[ends[cand]])
-                    ):
-                        break
-                    good = cand
-                    step *= 2
-                # the answer's end lies in (good, cand]: binary search the first that stops
-                a_, c_ = good + 1, cand
-                while a_ < c_:
-                    mid = (a_ + c_) >> 1
-                    n2, d2 = _max_to(sx, sy, h, X[ends[mid]] + 1, Y[ends[mid]] + 1)
-                    if (Y[ends[mid + 1]] - Y[ends[mid]]) * d2 < n2 * (
-                        X[ends[mid + 1]] - X[ends[mid]]
-                    ):
-                        a_ = mid + 1
-                    else:
-                        c_ = mid
-                num, den = _max_to(sx, sy, h, X[ends[a_]] + 1, Y[ends[a_]] + 1)
-            F1[d - 1] = num / den
-        # F0: sweep c right to left; stack = lower hull of P_c..P_hi (rightmost at 0)
-        h = 0
-        for c in range(hi, lo, -1):
-            px, py = X[c], Y[c]
-            while (
-                h >= 2
-                and (sx[h - 1] - px) * (sy[h - 2] - py) - (sy[h - 1] - py) * (sx[h - 2] - px) <= 0
-            ):
-                h -= 1
-            sx[h] = px
-            sy[h] = py
-            h += 1
-            num, den = _min_from(sx, sy, h, X[lo], Y[lo], 1)
-            # walk left while the previous block's mean is above the bridge slope (galloping)
-            e = b - 1  # the anchor is the start of block b, i.e. ends[e]
-            if e > 0 and _above_prev(X, Y, ends, e, num, den):
-                step = 1
-                good = e
-                while True:
-                    cand = max(good - step, 0)
-                    n2, d2 = _min_from(sx, sy, h, X[ends[cand]], Y[ends[cand]], 1)
-                    if cand == 0 or not (
-                        (Y[ends[cand]] - Y[ends[cand - 1]]) * d2
-                        > n2 * (X[ends[cand]] - X[ends[cand - 1]])
-                    ):
-                        break
-                    good = cand
-                    step *= 2
-                a_, c_ = cand, good - 1  # the answer's anchor lies in [cand, good - 1]
-                while a_ < c_:
-                    mid = (a_ + c_ + 1) >> 1
-                    n2, d2 = _min_from(sx, sy, h, X[ends[mid]], Y[ends[mid]], 1)
-                    if (Y[ends[mid]] - Y[ends[mid - 1]]) * d2 > n2 * (
-                        X[ends[mid]] - X[ends[mid - 1]]
-                    ):
-                        c_ = mid - 1
-                    else:
-                        a_ = mid
-                num, den = _min_from(sx, sy, h, X[ends[a_]], Y[ends[a_]], 1)
-            F0[c - 1] = num / den
+        _f1_block(X, Y, ends, nb, b, sx, sy, F1)
+        _f0_block(X, Y, ends, b, sx, sy, F0)
     return F0, F1

@@ -1,4 +1,5 @@
-"""Learner: river-compatible Venn-Abers classifiers built on the core.
+"""Learner: river-compatible Venn-Abers classifiers and a conformal predictive regressor
+built on the core.
 
 The names are loaded on first use, so that ``streamcal.learner.modes`` can be imported
 without river (the command line's settings list the modes).
@@ -8,10 +9,12 @@ from streamcal._lazy import lazy_names
 
 _PUBLIC = {
     "CategoryChurnWarning": "streamcal.learner.churn",
+    "ConformalPredictiveRegressor": "streamcal.learner.regressor",
     "FieldScore": "streamcal.learner.field_score",
     "MODES": "streamcal.learner.modes",
     "MulticlassPrediction": "streamcal.learner.multiclassifier",
     "OutcomeDependentDelayWarning": "streamcal.learner.label_delays",
+    "PredictiveDistribution": "streamcal.learner.predictive_distribution",
     "Unlearned": "streamcal.learner.guard",
     "UnlearnedWarning": "streamcal.learner.guard",
     "VennAbersClassifier": "streamcal.learner.classifier",
@@ -22,10 +25,12 @@ __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
 __all__ = [
     "CategoryChurnWarning",
+    "ConformalPredictiveRegressor",
     "FieldScore",
     "MODES",
     "MulticlassPrediction",
     "OutcomeDependentDelayWarning",
+    "PredictiveDistribution",
     "Unlearned",
     "UnlearnedWarning",
     "VennAbersClassifier",

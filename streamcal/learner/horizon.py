@@ -32,9 +32,9 @@ The library has no record time, so H is counted in predictions:
   learned. Learning it would put it out of order, which is the very bias the horizon
   removes; the stream processor does the same by default (it dead-letters it).
 
-Memory: at most H waiting predictions, each a copy of its feature dict plus a key (a
-frozenset of its (name, value) pairs) and ~150 bytes: O(H) feature dicts, kept in the state. The
-predictions of a matured object are forgotten at once.
+Memory: at most H waiting predictions, each a copy of its feature dict plus a key (an
+``EventKey``: tuples of its names and values) and ~150 bytes: O(H) feature dicts, kept in
+the state. The predictions of a matured object are forgotten at once.
 
 >>> hz = Horizon(2, default=False)
 >>> for i in range(3):
@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from streamcal.learner.event_key import EventKey, FeatureOrder, event_key
 from streamcal.learner.label_delays import LabelDelays
 from streamcal.learner.protection import _plain
 from streamcal.learner.settings import check_horizon
@@ -64,19 +65,15 @@ WATCH_MAX = 1_000_000  # predictions after which the watch stops, labels matched
 _NO_LABEL = object()
 
 
-def prediction_key(x: dict, kwargs) -> tuple | None:
+def prediction_key(x: dict, kwargs, order: FeatureOrder | None = None) -> EventKey | None:
     """The look-up key of object ``x``: its ``category=`` (if ``kwargs`` has it) and its
-    (feature, value) pairs, whatever their order; None if a value is unhashable.
+    features, whatever their order (``order``: the caller's ``FeatureOrder``, which sorts
+    a key order once); None if a value is unhashable.
 
     >>> prediction_key({"a": 1, "b": 2}, {}) == prediction_key({"b": 2, "a": 1}, {})
     True
     """
-    try:
-        key = (kwargs.get("category"), frozenset(x.items()))
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return event_key(order or FeatureOrder(), kwargs.get("category"), x)
 
 
 class _Waiting:
@@ -110,6 +107,7 @@ class Horizon:
         self.releasing = False  # the classifier is learning what matured
         self._queue: deque[_Waiting] = deque()  # in prediction order
         self._unlabelled: dict = {}  # key -> deque of its waiting predictions without label
+        self._order = FeatureOrder()  # the keys' feature order, sorted once per key order
 
     def __reduce__(self):
         # its sentinel of "no label yet" is an identity: pickled through the plain state
@@ -124,7 +122,7 @@ class Horizon:
         the base p it was given, for the protection)."""
         kept = {"category": kwargs["category"]} if "category" in kwargs else {}
         w = _Waiting(self.n, dict(x), kept, p)
-        w.key = prediction_key(w.x, kept)
+        w.key = prediction_key(w.x, kept, self._order)
         self.n += 1
         self._queue.append(w)
         if w.key is not None:
@@ -145,7 +143,7 @@ class Horizon:
         return True
 
     def _take(self, x: dict, kwargs) -> _Waiting | None:
-        key = prediction_key(x, kwargs)
+        key = prediction_key(x, kwargs, self._order)
         if key is None:  # an unhashable value: compared one by one
             category = kwargs.get("category")
             return next((w for w in self._queue if w.key is None and w.y is _NO_LABEL
@@ -217,7 +215,7 @@ class Horizon:
         for index, x, category, has_category, p, labelled, y in state["waiting"]:
             kwargs = {"category": _plain(category)} if has_category else {}
             w = _Waiting(index, x, kwargs, p, y if labelled else _NO_LABEL)
-            w.key = prediction_key(x, kwargs)
+            w.key = prediction_key(x, kwargs, self._order)
             self._queue.append(w)
             if not labelled and w.key is not None:
                 self._unlabelled.setdefault(w.key, deque()).append(w)
@@ -254,6 +252,7 @@ class DelayWatch:
         self.n = 0  # predictions seen
         self.labels = 0  # labels matched to a prediction
         self._index: dict = {}  # key -> index of its newest prediction, oldest first
+        self._order = FeatureOrder()
         self.delays = LabelDelays(
             unit="predictions",
             advice="set label_horizon to about the delay's high quantile (docs/library.md)",
@@ -271,7 +270,7 @@ class DelayWatch:
 
     def predicted(self, x: dict, kwargs) -> None:
         """A prediction for ``x`` was just made."""
-        key = prediction_key(x, kwargs)
+        key = prediction_key(x, kwargs, self._order)
         if key is not None:
             index = self._index
             index.pop(key, None)  # re-inserted: the newest prediction of these features
@@ -287,7 +286,7 @@ class DelayWatch:
         warning's text the first time the delays look outcome-dependent."""
         if not self._index:
             return None
-        key = prediction_key(x, kwargs)
+        key = prediction_key(x, kwargs, self._order)
         i = None if key is None else self._index.pop(key, None)
         if i is None:
             return None

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from types import MappingProxyType
+from collections.abc import Iterator
 
 from river import base
 
@@ -12,6 +11,7 @@ from streamcal.core import SCALAR_MERGES
 from streamcal.core.multiclass import scheme_class
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm import Alarm
+from streamcal.learner.alarm_view import AlarmView
 from streamcal.learner.horizon import Horizon
 from streamcal.learner.labels import take_label, take_labels, top_class
 from streamcal.learner.minibatch import Batch
@@ -71,7 +71,7 @@ class MulticlassPrediction:
         return dataclasses.asdict(self)
 
 
-class VennAbersMultiClassifier(VennAbersWrapper):
+class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
     """Venn-Abers calibration of a river multiclass classifier, online and prequential.
 
     The usual loop: ``predict_proba_one(x)``, then ``learn_one(x, y)`` when the label
@@ -345,34 +345,6 @@ class VennAbersMultiClassifier(VennAbersWrapper):
     # Classifiers pickled before the alarm existed: off
     alarm_alpha: float | None = None
     _alarm: Alarm | None = None
-
-    @property
-    def alarm(self) -> bool:
-        """With ``alarm_alpha``: True once the alarm fired (sticky); else False."""
-        return self._alarm is not None and self._alarm.alarm_at is not None
-
-    @property
-    def alarm_at(self) -> int | None:
-        """With ``alarm_alpha``: the number of labels learned when the alarm fired."""
-        return None if self._alarm is None else self._alarm.alarm_at
-
-    @property
-    def alarm_onset(self) -> int | None:
-        """With ``alarm_alpha``, once the alarm fired: where the change is estimated to
-        have begun (a label count)."""
-        return None if self._alarm is None else self._alarm.onset
-
-    @property
-    def log_martingale(self) -> float | None:
-        """With ``alarm_alpha``: ln S of the alarm (the largest over the categories)."""
-        return None if self._alarm is None else self._alarm.log_martingale
-
-    @property
-    def alarms(self) -> Mapping:
-        """With ``alarm_alpha``: the alarm (``streamcal.core.ConformalAlarm``) of each
-        category (``None`` without ``by``), created at its first label; empty without. A
-        read-only view, as ``VennAbersClassifier.alarms``."""
-        return MappingProxyType({}) if self._alarm is None else self._alarm.alarms
 
     def learn_one(self, x: dict, y, **kwargs) -> None:
         """Learn class ``y`` of ``x`` (with ``by``, ``category=`` as for the prediction).

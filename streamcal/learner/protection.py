@@ -51,7 +51,7 @@ from types import MappingProxyType
 from streamcal.core import SCALAR_MERGES, Protector
 from streamcal.core.protector import check_probability
 from streamcal.learner.alarm import ALARM_KEYS, Alarm, snapshot_period
-from streamcal.learner.scoring import FeatureOrder
+from streamcal.learner.event_key import EventKey, FeatureOrder, event_key
 from streamcal.learner.settings import check_protect
 
 __all__ = ["MAX_GIVEN", "Protected", "Protection", "check_protect"]
@@ -110,7 +110,7 @@ class Protection:
         self.alarm = Alarm(alarm_params, mode, period, max_categories)
         self.gain = 0.0  # the protectors' ln S summed: the log loss protection saved
         self.protectors: OrderedDict = OrderedDict()  # category -> Protector, LRU first
-        self._given: dict = {}  # (category, names, values) -> base p, oldest first
+        self._given: dict = {}  # EventKey -> base p, oldest first
         self._fresh = Protector(**self.params)  # answers for categories without labels
         self._order = FeatureOrder()  # the canonical feature order, sorted once per key order
         self.n = 0  # labels learned by the protectors, all categories
@@ -152,15 +152,16 @@ class Protection:
         alarm.learn_snapshot(category, copy, x, y)
         return None
 
-    def _key(self, category, x: dict):
+    def __setstate__(self, state):
+        # pickled when the given p's were keyed by (category, names, values) tuples
+        self.__dict__.update(state)
+        given = state.get("_given")
+        if given and type(next(iter(given))) is tuple:
+            self._given = {EventKey(*key): p for key, p in given.items()}
+
+    def _key(self, category, x: dict) -> EventKey | None:
         """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
-        cx = self._order.ordered(x)
-        try:
-            key = (category, tuple(cx), tuple(cx.values()))
-            hash(key)
-        except TypeError:
-            return None
-        return key
+        return event_key(self._order, category, x)
 
     def predict(self, category, p: float) -> float:
         """The protected p for base p of an object of ``category``; no side effects (p
@@ -218,8 +219,8 @@ class Protection:
             "params": dict(self.params),
             "recalibrate": self.recalibrate,
             "protectors": [[c, p.to_state()] for c, p in self.protectors.items()],
-            "given": [[c, list(names), list(values), p]
-                      for (c, names, values), p in self._given.items()],  # fmt: skip
+            "given": [[k.category, list(k.names), list(k.values), p]
+                      for k, p in self._given.items()],  # fmt: skip
             "n": self.n,
             "gain": self.gain,
             "alarm": self.alarm.to_state(),
@@ -247,7 +248,7 @@ class Protection:
             self.protectors[_plain(c)] = Protector.from_state(st)
         if lookup:
             for c, names, values, p in state["given"]:
-                self._given[(_plain(c), _plain(names), _plain(values))] = p
+                self._given[EventKey(_plain(c), _plain(names), _plain(values))] = p
         self.n = state["n"]
         self.gain = state.get("gain", sum(p.log_martingale for p in self.protectors.values()))
         return self

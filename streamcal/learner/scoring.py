@@ -56,16 +56,22 @@ class FeatureOrder:
     __slots__ = ("_last",)
 
     def __init__(self):
-        self._last = ((), [], True)  # (key order seen last, its sorted keys, already sorted)
+        self._last = ((), (), True)  # (key order seen last, its sorted keys, already sorted)
 
-    def _keys(self, x: dict) -> tuple[list, bool]:
+    def __setstate__(self, state):
+        # pickled by a streamcal that kept the sorted keys as a list: names_values gives
+        # them as a tuple
+        order, keys, in_order = state[1]["_last"]
+        self._last = (order, tuple(keys), in_order)
+
+    def _keys(self, x: dict) -> tuple[tuple, bool]:
         order = tuple(x)
         last = self._last  # one read: safe if threads share the object
         if order == last[0]:
             return last[1], last[2]
         keys, in_order = _sorted_keys(x)
-        self._last = (order, keys, in_order)
-        return keys, in_order
+        self._last = (order, tuple(keys), in_order)
+        return self._last[1], in_order
 
     def canonical(self, x: dict) -> dict:
         """See the module function ``canonical``."""
@@ -75,6 +81,23 @@ class FeatureOrder:
         """See the module function ``ordered``."""
         keys, in_order = self._keys(x)
         return x if in_order else {k: x[k] for k in keys}
+
+    def names_values(self, x: dict) -> tuple[tuple, tuple]:
+        """``x``'s feature names and values in canonical order, as two tuples (the
+        names' tuple is the same object for every ``x`` of one key order).
+
+        >>> FeatureOrder().names_values({"b": 1, "a": 2})
+        (('a', 'b'), (2, 1))
+        """
+        order = tuple(x)
+        last = self._last
+        if order != last[0]:
+            self._keys(x)
+            last = self._last
+        if last[2]:
+            return last[0], tuple(x.values())
+        keys = last[1]
+        return keys, tuple([x[k] for k in keys])
 
 
 class OrdersFeatures:

@@ -1,0 +1,278 @@
+"""Benchmark the conformal predictive regressor: cost per event against the bare model,
+scale with the residuals held, the libraries with online conformal predictive systems
+side by side, and validity / sharpness on exchangeable streams.
+
+    python benchmarks/regression.py              # every part (~5 minutes)
+    python benchmarks/regression.py --quick      # smaller n, fewer events (~1 minute)
+    python benchmarks/regression.py --part cost  # one part: cost, scale, store, others,
+                                                 # validity
+
+Parts:
+
+* ``cost``: µs per event of ``predict_distribution_one`` + one query + ``learn_one``
+  against the bare model's ``predict_one`` + ``learn_one`` (StandardScaler | LinearRegression
+  on the ``lognormal`` stream); target ratio <= 2.5.
+* ``scale``: µs of a query (cdf, quantile, crps) plus a learn with 10^4 and 10^6
+  residuals held (a one-pool regressor; the residuals past the first are bulk-loaded,
+  as a long stream would have left them); target ratio <= 3.
+* ``store``: the ``RankStore`` alone, numba and pure Python, a window's step.
+* ``others``: per event against n held, the same queries in crepes 0.9.1 (online
+  methods of its ConformalPredictiveSystem: O(n) per event) and online-cp 0.4.0 (ridge
+  prediction machine: a full conformal predictive system, Omega(n) per step), if they
+  are installed (benchmarks only, not dependencies); skipped with a message otherwise.
+* ``validity``: coverage of the 90% / 50% intervals, the PIT's Kolmogorov distance and
+  the CRPS against a Gaussian with the running residual sd, after 1,000 labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from river import dummy, linear_model, preprocessing, stats
+
+from streamcal import ConformalPredictiveRegressor
+from streamcal.core.rank_store import RankStore
+
+_spec = importlib.util.spec_from_file_location(
+    "_regression_streams", Path(__file__).with_name("_regression_streams.py")
+)
+S = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(S)
+
+
+def lr():
+    return preprocessing.StandardScaler() | linear_model.LinearRegression()
+
+
+def _per_event(step, items, repeats: int = 3) -> float:
+    """Median over repeats of the mean µs per item of ``step``."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for item in items:
+            step(item)
+        times.append((time.perf_counter() - t) / len(items) * 1e6)
+    return statistics.median(times)
+
+
+def cost(quick: bool) -> None:
+    n = 5000 if quick else 40000  # past the last refit of the bins (32,000 labels)
+    data = list(S.stream("lognormal", n + 6000, seed=0))
+    warm, timed = data[:n], data[n:]
+    bare, model = lr(), ConformalPredictiveRegressor(lr())
+    for x, y in warm:
+        bare.learn_one(x, y)
+        model.learn_one(x, y)
+
+    def bare_step(xy):
+        bare.predict_one(xy[0])
+        bare.learn_one(*xy)
+
+    def cps_step(xy):
+        model.predict_distribution_one(xy[0])
+        model.learn_one(*xy)
+
+    def cps_query_step(xy):
+        model.predict_distribution_one(xy[0]).interval(0.9)
+        model.learn_one(*xy)
+
+    # Interleaved in chunks, the median of the chunks' ratios: the machine's load moves
+    # all three alike.
+    ratios, query_ratios, costs = [], [], []
+    for k in range(0, len(timed), 500):
+        chunk = timed[k : k + 500]
+        b = _per_event(bare_step, chunk, 1)
+        c = _per_event(cps_step, chunk, 1)
+        q = _per_event(cps_query_step, chunk, 1)
+        ratios.append(c / b)
+        query_ratios.append(q / b)
+        costs.append((b, c, q))
+    b, c, q = (statistics.median(v) for v in zip(*costs, strict=True))
+    for name, cost_us, ratio in (("distribution + learn", c, statistics.median(ratios)),
+                                 ("distribution + interval + learn", q,
+                                  statistics.median(query_ratios))):  # fmt: skip
+        verdict = "PASS" if ratio <= 2.5 else "FAIL"
+        print(f"| {name}, {n:,} labels held | bare {b:.1f} µs | CPS {cost_us:.1f} µs | "
+              f"ratio {ratio:.2f} (target <= 2.5) | {verdict} |")  # fmt: skip
+
+
+def _held(n: int, seed: int = 0) -> ConformalPredictiveRegressor:
+    """A one-pool regressor on a constant model holding n residuals."""
+    model = ConformalPredictiveRegressor(dummy.StatisticRegressor(stats.Mean()), bins=1)
+    rng = np.random.default_rng(seed)
+    residuals = rng.standard_normal(n)
+    model._residuals._stores[(None, 0)] = RankStore.from_arrays(residuals, seed=seed)
+    model._residuals.n = n
+    return model
+
+
+def scale(quick: bool) -> None:
+    sizes = (10**4, 10**5) if quick else (10**4, 10**6)
+    rng = np.random.default_rng(1)
+    events = [({"a": 0.0}, float(v)) for v in rng.standard_normal(5000)]
+    cost_at = {}
+    for n in sizes:
+        model = _held(n)
+
+        def step(xy, model=model):
+            d = model.predict_distribution_one(xy[0])
+            d.cdf(xy[1])
+            d.quantile(0.9)
+            d.crps(xy[1])
+            model.learn_one(*xy)
+
+        cost_at[n] = _per_event(step, events)
+    lo, hi = sizes
+    ratio = cost_at[hi] / cost_at[lo]
+    verdict = "PASS" if ratio <= 3 else "FAIL"
+    print(f"| query + learn | {lo:.0e} held: {cost_at[lo]:.1f} µs | {hi:.0e} held: "
+          f"{cost_at[hi]:.1f} µs | ratio {ratio:.2f} (target <= 3) | {verdict} |")  # fmt: skip
+
+
+def others(quick: bool) -> None:
+    sizes = (10**3, 10**4) if quick else (10**3, 10**4, 10**5)
+    rng = np.random.default_rng(2)
+    try:
+        from crepes import ConformalPredictiveSystem
+    except ImportError:
+        ConformalPredictiveSystem = None
+        print("crepes is not installed: skipped (pip install crepes==0.9.1)")
+    print("| n held | ours: cdf + learn | ours: quantiles + learn | crepes predict_p_online |"
+          " crepes predict_percentiles_online |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    m = 200
+    for n in sizes:
+        y_hat = rng.standard_normal(m)
+        y = y_hat + rng.standard_normal(m)
+        model = _held(n)
+        xs = [({"a": 0.0}, float(v - h)) for v, h in zip(y, y_hat, strict=True)]
+
+        def ours_p(xy, model=model):
+            model.predict_distribution_one(xy[0]).cdf(xy[1])
+            model.learn_one(*xy)
+
+        def ours_q(xy, model=model):
+            d = model.predict_distribution_one(xy[0])
+            d.quantile(0.05), d.quantile(0.5), d.quantile(0.95)
+            model.learn_one(*xy)
+
+        row = [f"{n:.0e}"] + [f"{_per_event(f, xs):.1f} µs" for f in (ours_p, ours_q)]
+        if ConformalPredictiveSystem is not None:
+            residuals = rng.standard_normal(n)
+            for call in ("p", "percentiles"):
+                cps = ConformalPredictiveSystem().fit(residuals)
+                t = time.perf_counter()
+                if call == "p":
+                    cps.predict_p_online(y_hat, y, seed=0)
+                else:
+                    cps.predict_percentiles_online(y_hat, y, lower_percentiles=[5.0],
+                                                   higher_percentiles=[50.0, 95.0])  # fmt: skip
+                row.append(f"{(time.perf_counter() - t) / m * 1e6:.1f} µs")
+        else:
+            row += ["-", "-"]
+        print("| " + " | ".join(row) + " |")
+    _online_cp(quick)
+
+
+def _online_cp(quick: bool) -> None:
+    try:
+        from online_cp import RidgePredictionMachine
+    except ImportError:
+        print("online-cp is not installed: skipped (pip install online-cp==0.4.0)")
+        return
+    print("\n| n held | ours (river LinearRegression): distribution + crps + learn | "
+          "online-cp RidgePredictionMachine: predict_cpd + crps + learn_one |")  # fmt: skip
+    print("|---|---|---|")
+    rng = np.random.default_rng(3)
+    for n in (500, 2000) if quick else (500, 5000):
+        X = rng.standard_normal((n + 100, 4))
+        y = X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.standard_normal(n + 100)
+        model = ConformalPredictiveRegressor(lr(), bins=1)
+        items = [(dict(enumerate(r.tolist())), r, float(v)) for r, v in zip(X, y, strict=True)]
+        for x, _, v in items[:n]:
+            model.learn_one(x, v)
+
+        def ours(item, model=model):
+            x, _, v = item
+            model.predict_distribution_one(x).crps(v)
+            model.learn_one(x, v)
+
+        ocp = RidgePredictionMachine(a=1.0)
+        ocp.learn_initial_training_set(X[:n], y[:n])
+
+        def theirs(item, ocp=ocp):
+            _, row, v = item
+            cpd = ocp.predict_cpd(row)
+            if hasattr(cpd, "crps"):
+                cpd.crps(v)
+            ocp.learn_one(row, v)
+
+        timed = items[n:]
+        us = [f"{_per_event(f, timed):.1f} µs" for f in (ours, theirs)]
+        print(f"| {n} | {us[0]} | {us[1]} |")
+
+
+def validity(quick: bool) -> None:
+    n = 5000 if quick else 11000
+    print("| stream | bins | window | events | 90% cover | 50% cover | PIT KS | CRPS / Gaussian |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in S.STREAMS:
+        for bins, window in ((1, None), (10, None), (10, 3000)):
+            model = ConformalPredictiveRegressor(lr(), bins=bins, window=window)
+            r = S.score(model, lr(), S.stream(name, n, seed=1))
+            print(f"| {name} | {bins} | {window} | {r['events']} | {r['cover90']:.3f} | "
+                  f"{r['cover50']:.3f} | {r['ks']:.4f} | {r['ratio']:.3f} |")  # fmt: skip
+
+
+def store(quick: bool) -> None:
+    """The RankStore alone, both backends, on normal values: µs per (crps of one value,
+    select of one rank, add one value, remove the oldest): a window's step."""
+    print("| backend | n held | µs per crps + select + add + remove |")
+    print("|---|---|---|")
+    rng = np.random.default_rng(4)
+    for backend in ("numba", "python"):
+        try:
+            RankStore(backend=backend)
+        except ImportError:
+            print(f"| {backend} | - | not installed |")
+            continue
+        top = 10**5 if quick or backend == "python" else 10**6
+        for n in (10**4, top):
+            values = rng.standard_normal(n + 5000)
+            st = RankStore.from_arrays(values[:n], backend=backend)
+            window = list(values[:n].tolist())
+            fresh = values[n:].tolist()
+
+            def step(i, st=st, window=window, fresh=fresh, n=n):
+                v = fresh[i]
+                st.crps(v)
+                st.select(n // 3)
+                st.add(v)
+                st.remove(window[i])
+
+            print(f"| {backend} | {n:.0e} | {_per_event(step, range(len(fresh)), 1):.1f} |")
+
+
+PARTS = {"cost": cost, "scale": scale, "store": store, "others": others, "validity": validity}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--part", choices=sorted(PARTS), action="append")
+    args = ap.parse_args(argv)
+    for name in args.part or PARTS:
+        print(f"\n## {name}\n", flush=True)
+        PARTS[name](args.quick)
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
