@@ -3,12 +3,12 @@
 RocksDB allocates every block it reads, every memtable entry and every compaction buffer
 with malloc, from its own threads (the loop's reads, the flushes and compactions in the
 background), as the Kafka clients' threads do. glibc gives each thread that contends an
-arena of its own (up to 8 per core) and returns an arena's freed pages to the system only
-from its top: so RSS climbed with the process's history, not with what it held (issue 37:
-947 MB after a long run with 10^6 waiting, 424-462 MB for a restarted process holding as
-many). Two arenas (``MALLOC_ARENA_MAX=2``, set here with ``mallopt`` before the stores'
-threads start) and a ``malloc_trim`` every ``TRIM_EVERY`` seconds (a few ms; at the
-checkpoints) keep it to what is in use; docs/processor.md has the figures.
+arena of its own (up to 8 per core), whose freed memory mostly stays in the process: RSS
+climbed with the process's history. With two arenas (``MALLOC_ARENA_MAX=2``, set here
+with ``mallopt`` before the stores' threads start) a run with 10^5 waiting (labels 1-3
+days late, ``benchmarks/pending_memory.py``) peaked at 454 MiB instead of 592; a
+``malloc_trim`` every ``TRIM_EVERY`` seconds, at a checkpoint (11 ms at the median),
+gives back what is free. docs/processor.md has the figures.
 
 Elsewhere than glibc (musl, macOS) both are no-ops.
 
