@@ -187,17 +187,24 @@ def settings(bootstrap: str, topics: dict, state_dir, predictions_topic: str, me
     return {**values, **extra}
 
 
+def run_args(values: dict) -> list[str]:
+    """The command line of `streamcal run` with ``values`` (setting name -> value)."""
+    args = [sys.executable, "-m", "streamcal", "run"]
+    for k, v in values.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    return args
+
+
 class Run:
     """`streamcal run` with ``settings`` as a subprocess, its memory sampled from /proc:
     ``peak`` (VmHWM of the processor) and ``child_peak`` (its producer process)."""
 
-    def __init__(self, values: dict, *extra: str, log=None):
-        args = [sys.executable, "-m", "streamcal", "run"]
-        for k, v in values.items():
-            args += ["--" + k.replace("_", "-"), str(v)]
+    every = 0.2  # seconds between samples
+
+    def __init__(self, values: dict, *extra: str, log=None, env=None):
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(args + list(extra), env=ENV, cwd=tempfile.gettempdir(),
-                                     stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(run_args(values) + list(extra), env=env or ENV,
+                                     cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
                                      stderr=log or subprocess.DEVNULL)  # fmt: skip
         self.peak = self.child_peak = 0
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -206,10 +213,13 @@ class Run:
     def _sample(self) -> None:
         pid = self.proc.pid
         while self.proc.poll() is None:
-            self.peak = max(self.peak, vm(pid, "VmHWM"))
+            self._take(pid)
             for child in children(pid):
                 self.child_peak = max(self.child_peak, vm(child, "VmHWM"))
-            time.sleep(0.2)
+            time.sleep(self.every)
+
+    def _take(self, pid: int) -> None:
+        self.peak = max(self.peak, vm(pid, "VmHWM"))
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.proc.wait(timeout)

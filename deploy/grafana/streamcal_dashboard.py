@@ -52,6 +52,12 @@ def ece(bins: str) -> str:
     )
 
 
+def delay(q: float) -> str:
+    """The ``q`` quantile of the label delay over the window, from its histogram."""
+    return (f"histogram_quantile({q}, sum by (unit, le) "
+            f"(rate(streamcal_label_delay_seconds_bucket{{{UNIT}}}[$window])))")  # fmt: skip
+
+
 def series(title, targets, pos, unit="", description=None, **kw) -> TimeSeries:
     return TimeSeries(
         title=title, dataSource=DS, gridPos=GridPos(*pos), unit=unit, description=description,
@@ -114,6 +120,10 @@ def panels() -> list:
              "lag {{consumergroup}}"),
         ], (8, 8, 16, 20), description="Lag comes from a Kafka exporter "
            "(kafka_consumergroup_lag), not from streamcal."),
+        series("label delay over the window (record time)", [
+            (delay(q), f"{label} {{{{unit}}}}") for q, label in ((0.5, "median"), (0.9, "90%"))
+        ], (8, 24, 0, 28), unit="s", description="From an event to its label, in record "
+           "time: what --pending-ttl and --pending-max-bytes must hold (docs/deploy.md)."),
     ]  # fmt: skip
 
 

@@ -40,7 +40,7 @@ from numbers import Real
 import orjson
 
 from streamcal.core.validate import binary_label
-from streamcal.monitoring import schema
+from streamcal.monitoring import histogram, schema
 from streamcal.monitoring.labels_file import join_labels, read_labels
 
 __all__ = [
@@ -212,6 +212,8 @@ def check_metric_line(obj: dict, where: str = "metric-log line") -> dict:
         v = obj.get(f.key)
         if f.kind == schema.BINS:
             check_bins(where, f.key, v)
+        elif f.kind == schema.HISTOGRAM:
+            histogram.check(where, f.key, v)
         elif v is None or not f.numeric:
             continue
         elif not is_number(v):

@@ -23,7 +23,7 @@ windows: an approximation of a window over the whole stream.
 
 from __future__ import annotations
 
-from streamcal.monitoring import schema
+from streamcal.monitoring import histogram, schema
 from streamcal.monitoring.reliability import expected_calibration_error
 
 __all__ = ["pool", "latest_by_unit", "pooled_log", "unit_key"]
@@ -92,6 +92,8 @@ def pool(lines) -> dict:
             continue  # a feature no unit uses (protection): left out, as in their lines
         if how == "bins":
             out[f.key] = bins_of[f.key] = _add_bins([v for v, _ in values])
+        elif how == "histogram":
+            out[f.key] = histogram.add([v for v, _ in values])
         elif how == "none" or (not values and not how.startswith("ece:")):
             out[f.key] = None
         elif how == "sum":

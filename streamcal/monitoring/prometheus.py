@@ -26,7 +26,7 @@ from numbers import Real
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from streamcal.monitoring import schema
+from streamcal.monitoring import histogram, schema
 from streamcal.monitoring.metric_log import check_bins
 from streamcal.monitoring.series import line_families
 
@@ -40,6 +40,8 @@ def _check(metric_line) -> None:
         v = metric_line.get(f.key)
         if f.kind == schema.BINS:
             check_bins("metric line", f.key, v)  # a scrape turns them into series
+        elif f.kind == schema.HISTOGRAM:
+            histogram.check("metric line", f.key, v)
         if v is None or not f.numeric:
             continue
         if isinstance(v, bool) or not isinstance(v, Real) or math.isnan(float(v)):

@@ -68,6 +68,7 @@ __all__ = [
     "COUNTER",
     "FIELDS",
     "GAUGE",
+    "HISTOGRAM",
     "INFO",
     "LABELS",
     "PROCESSOR",
@@ -89,9 +90,10 @@ __all__ = [
 
 # Kinds. A counter is a cumulative count (int >= 0), a gauge any number; both may be null
 # while undefined (no labels yet). Info is a string (the version); bins are reliability
-# tables (lists of {"lo", "hi", "count", "mean_pred", "frequency"}).
-COUNTER, GAUGE, INFO, BINS = "counter", "gauge", "info", "bins"
-KINDS = (COUNTER, GAUGE, INFO, BINS)
+# tables (lists of {"lo", "hi", "count", "mean_pred", "frequency"}); a histogram is
+# {"le", "counts", "sum"} (``streamcal.monitoring.histogram``).
+COUNTER, GAUGE, INFO, BINS, HISTOGRAM = "counter", "gauge", "info", "bins", "histogram"
+KINDS = (COUNTER, GAUGE, INFO, BINS, HISTOGRAM)
 # Who computes a field.
 TRACKER, PROCESSOR = "tracker", "processor"
 # How the lines of several units pool into the whole stream's (``MetricField.pool``):
@@ -99,7 +101,7 @@ TRACKER, PROCESSOR = "tracker", "processor"
 # bins added, the ECE of the added bins of another field, or none (a per-unit figure
 # that means nothing for several units: null in a pooled line).
 POOLS = ("sum", "max", "mean:labels", "mean:raw_labels", "mean:protected_labels", "join",
-         "bins", "ece:reliability", "ece:raw_reliability", "none")  # fmt: skip
+         "bins", "histogram", "ece:reliability", "ece:raw_reliability", "none")  # fmt: skip
 # The optional features a field may belong to (``MetricField.only_with``).
 PROTECTION = "protection"
 ALARM = "alarm"
@@ -164,7 +166,7 @@ class MetricField:
             return self.pool
         if self.kind == GAUGE:
             return "mean:labels" if self.source == TRACKER else "sum"
-        return {COUNTER: "sum", INFO: "join", BINS: "bins"}[self.kind]
+        return {COUNTER: "sum", INFO: "join", BINS: "bins", HISTOGRAM: "histogram"}[self.kind]
 
     @property
     def prometheus_name(self) -> str:
@@ -392,6 +394,9 @@ FIELDS: tuple[MetricField, ...] = (
        "1 once a unit without --label-horizon found its classes' label delays more than 4x "
        "apart (logged as a warning): labels learned in arrival order bias the calibration; "
        "see --label-horizon."),
+    _p("label_delay_seconds", HISTOGRAM, None,
+       "Delay of the labels joined, in record time: the label's timestamp minus its "
+       "event's (events kept by an older streamcal carry no time: not counted)."),
     _p("dead_letters", COUNTER, "dead letters",
        "Messages sent to the dead-letter topic."),
     _p("rejected_state_records", COUNTER, "state records rejected",

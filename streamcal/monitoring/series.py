@@ -12,6 +12,9 @@ set into metric families, from the metric schema (``streamcal.monitoring.schema`
   the predictions and the labels that fell in it, so that the binned ECE over a window
   is ``sum(abs(increase(..._prediction_sum[w]) - increase(..._label_sum[w]))) /
   sum(increase(..._prediction_count[w]))``;
+* a histogram (the label delay) is a Prometheus histogram: ``<name>_bucket{le=...}``
+  (cumulative), ``<name>_sum`` and ``<name>_count``, so that
+  ``histogram_quantile(0.9, sum by (le) (rate(x_bucket[w])))`` is a quantile over a window;
 * the alarm's level becomes a gauge ``calibration_alarm_threshold`` (ln(1/alpha), the
   scale of ``log_martingale``) and the times it fired a counter (it is sticky: 0 or 1);
 * other gauges stay gauges; the version is the info metric ``<prefix>_build_info``.
@@ -38,11 +41,13 @@ import math
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
+    HistogramMetricFamily,
     InfoMetricFamily,
     SummaryMetricFamily,
 )
 
 from streamcal.monitoring import schema
+from streamcal.monitoring.histogram import cumulative
 
 __all__ = ["EXPORTED_LABELS", "line_families"]
 
@@ -122,6 +127,9 @@ def line_families(lines: dict, prefix: str, const_labels: dict, floors: dict):
         if f.kind == schema.BINS:
             yield from _bins(make, f, rows)
             continue
+        if f.kind == schema.HISTOGRAM:
+            yield from _histogram(make, f, rows)
+            continue
         if f.per is not None:
             rows = [(ln, v) for ln, v in rows if isinstance(ln.get(f.per), int)]
         if not rows:
@@ -170,3 +178,16 @@ def _bins(make: _Maker, f, rows):
             make.add_summary(labels, values, n, float(round((b["frequency"] or 0.0) * n)))
     yield preds
     yield labels
+
+
+def _histogram(make: _Maker, f, rows):
+    """A histogram field (``streamcal.monitoring.histogram``) as a Prometheus histogram."""
+    rows = [(ln, v) for ln, v in rows if isinstance(v, dict)]
+    if not rows:
+        return
+    names = _names(rows, f.labels)
+    fam = HistogramMetricFamily(f"{make.prefix}_{f.prometheus_name}", f.help,
+                                labels=make.const_names + names)  # fmt: skip
+    for line, value in rows:
+        fam.add_metric(make.values(line, names), cumulative(value), sum_value=value["sum"])
+    yield fam

@@ -506,6 +506,14 @@ class ProcessorConfig:
         "state",
         Size(),
     )
+    state_memory: int = setting(
+        256 << 20,
+        "memory of the state stores of all units together (RocksDB's block cache, with the "
+        "index and filter blocks and the memtables charged to it; at least 8 MiB): see "
+        "docs/processor.md for what the process takes beside it",
+        "state",
+        Size(),
+    )
 
     # --- throughput ---
     poll_max_records: int = setting(2000, "records per consumer poll", "kafka", AtLeast(1))

@@ -144,7 +144,8 @@ class LabelHorizon:
     def wait_event(self, unit, eid: str, pred, label: bytes | None) -> None:
         """Let the predicted event ``eid`` wait for its horizon, with the ``label`` that
         came before it (packed) if any."""
-        evicted = unit.pending.wait_event(eid, unit.task.pack(pred), unit.clock, label=label)
+        evicted = unit.pending.wait_event(eid, unit.task.pack(pred, unit.clock), unit.clock,
+                                         label=label)
         self._evicted(unit, evicted)
 
     def on_label(self, unit, rec, lab, kind: int, payload, seq: int) -> bool:

@@ -42,6 +42,7 @@ import orjson
 import streamcal
 from streamcal.learner.guard import SNAPSHOT_PERIOD
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.monitoring.histogram import DELAY_BOUNDS, Histogram
 from streamcal.stream.bounds import size_text
 from streamcal.stream.config import settings_of
 from streamcal.stream.deadletter import dead_letter
@@ -171,6 +172,7 @@ class CalibrationUnit:
         name = "global" if unit is GLOBAL_UNIT else str(unit)
         self._delays = DelayWatch(name) if self.horizon is None else None
         self.counts = dict.fromkeys(_COUNTS, 0)
+        self.label_delays = Histogram(DELAY_BOUNDS)  # of the labels joined (record time)
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.last_read: dict = {}  # (topic, partition) -> last record handled (fingerprints)
         self.clock = float("-inf")  # the largest record timestamp seen (s)
@@ -214,6 +216,7 @@ class CalibrationUnit:
             "tracker": self.tracker.to_state(),
             "pending": self.pending.to_state(),
             "counts": dict(self.counts),
+            "label_delays": self.label_delays.to_line(),
             "offsets": [(t, p, o) for (t, p), o in self.offsets.items()],
             "read": fingerprints.rows(self.last_read),  # optional: absent from older states
             "clock": self.clock,
@@ -236,6 +239,7 @@ class CalibrationUnit:
         self.clf.watch_delays = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
         self.counts.update(state["counts"])
+        self.label_delays = Histogram(DELAY_BOUNDS, state.get("label_delays"))  # older: none
         self.offsets = {(t, p): o for t, p, o in state["offsets"]}
         self.last_read = fingerprints.marks(state.get("read", ()))
         self.clock = state["clock"]
@@ -256,7 +260,8 @@ class CalibrationUnit:
             self.pending.finish(eid, kinds.get(status, EXPIRED))
         pending_type = self.task.pending_type
         for eid, deadline, values in legacy["pending"]:
-            payload = self.task.pack(pending_type(*values))
+            pred = pending_type(*values)  # with its event's time since it was kept
+            payload = self.task.pack(pred, pred.time)
             self.pending.wait_event(eid, payload, self.clock, deadline=deadline)
         for eid, deadline, (y, rec) in legacy["waiting"]:
             self.pending.wait_label(eid, _pack_label(y, _Rec(*rec)), self.clock, deadline=deadline)
@@ -292,6 +297,7 @@ class CalibrationUnit:
             waiting_labels=pending.labels,
             waiting_label_bytes=pending.label_bytes,
             calibration_size=self.clf.calibration_size,
+            label_delay_seconds=self.label_delays.to_line(),
         )
         return values
 
@@ -309,7 +315,8 @@ class CalibrationUnit:
         values = dict.fromkeys(_COUNTS, 0)
         values.update(cls._new_tracker(config).snapshot(reliability=True))
         values.update(pending=0, pending_bytes=0, waiting_labels=0, waiting_label_bytes=0,
-                      calibration_size=0)  # fmt: skip
+                      calibration_size=0,
+                      label_delay_seconds=Histogram(DELAY_BOUNDS).to_line())  # fmt: skip
         return values
 
     # ------------------------------------------------------------------ per record
@@ -422,14 +429,14 @@ class CalibrationUnit:
             return
         if kind == LABEL:
             y, label_rec = _unpack_label(payload)
-            if self._join(eid, pred, y, label_rec):
+            if self._join(eid, pred._replace(time=self.clock), y, label_rec):
                 self._watch_delay(y)
                 pending.take_label(eid, seq, payload)
                 pending.finish(eid, JOINED)
                 return
             # The label was refused (dead-lettered): it leaves, the event waits.
             pending.take_label(eid, seq, payload)
-        counts["evicted"] += len(pending.wait_event(eid, task.pack(pred), self.clock))
+        counts["evicted"] += len(pending.wait_event(eid, task.pack(pred, self.clock), self.clock))
 
     def on_label(self, rec, message=None) -> None:
         """Join a label (``message``: decoded already) with its event, or keep it until
@@ -520,6 +527,8 @@ class CalibrationUnit:
             return False  # refused as a whole (its dead letter is sent): nothing to track
         task.track(clf, self.tracker, pred, y)
         self.counts["labels"] += 1
+        if pred.time is not None and rec.timestamp is not None:
+            self.label_delays.observe(rec.timestamp / 1000 - pred.time)
         return True
 
     def _unlearned(self) -> bool:

@@ -24,6 +24,7 @@ from tests.stream.test_alarm_stream import _events
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DOCS_URL = "https://docs.example.test/streamcal/docs"  # the runbooks' base, an external label
 DASHBOARD = ROOT / "deploy" / "grafana" / "streamcal.json"
 # The dashboard's variables as a person would set them: every job and unit, the unit as a
 # whole (no category), a window that holds the whole run.
@@ -50,7 +51,8 @@ def _start_prometheus(tmp_path: Path, target: str) -> tuple[subprocess.Popen, st
         pytest.skip("prometheus is not installed (Debian: apt-get install prometheus)")
     config = tmp_path / "prometheus.yml"
     config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "global: {scrape_interval: 1s, evaluation_interval: 1s,\n"
+        f"         external_labels: {{streamcal_docs_url: '{DOCS_URL}'}}}}\n"
         f"rule_files: ['{RULES}']\n"
         "scrape_configs:\n"
         "  - job_name: streamcal\n"
@@ -115,11 +117,15 @@ def test_prometheus_fires_the_alarm_and_runs_the_dashboard(
                                  capture_output=True, timeout=30)  # fmt: skip
             assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout
         assert "instance=" not in text and 'streamcal_log_loss_sum{unit="global"}' in text
+        # Labels 1 ms after their events: each delay in the histogram's first bucket.
+        assert 'streamcal_label_delay_seconds_bucket{le="1",unit="global"} 1200.0' in text
 
         alerts = wait_until(lambda: _firing(base), 30, "a firing alert")
         alarm = [a for a in alerts if a["labels"]["alertname"] == "StreamcalExchangeabilityAlarm"]
         assert alarm and alarm[0]["labels"]["unit"] == "global", alerts
         assert alarm[0]["labels"]["severity"] == "warning"
+        runbook = f"{DOCS_URL}/alerts.md#streamcalexchangeabilityalarm"
+        assert alarm[0]["annotations"]["runbook_url"] == runbook  # the external label's base
         # Nothing else is wrong with this run.
         assert {a["labels"]["alertname"] for a in alerts} == {"StreamcalExchangeabilityAlarm"}
 

@@ -57,6 +57,8 @@ def a_metric_line():
         "lost_input": 1,
         "skipped_offsets": 12,
         "version": "7",
+        "label_delay_seconds": {"le": [60.0, 3600.0, 86400.0], "counts": [3, 0, 5, 1],
+                                "sum": 250_000.5},
         # a multiclass line's own fields (never in the same line as protection's)
         **{k: 0.25 + i for i, k in enumerate(MULTICLASS_KEYS)},
         # and a regression line's (the PIT histogram aside: bins)
@@ -112,6 +114,25 @@ def test_reliability_bins_give_the_binned_ece_and_the_alarm_its_level():
     samples = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
     assert samples["streamcal_calibration_alarm_threshold"] == pytest.approx(math.log(100))
     assert samples["streamcal_calibration_alarms_total"] == 1
+
+
+def test_the_label_delay_is_a_prometheus_histogram():
+    """Cumulative buckets ending in +Inf, the sum and the count of the line's histogram,
+    whose per-bucket counts add up over units (``pool``)."""
+    line = a_metric_line()
+    with PrometheusExporter(port=0) as exp:
+        exp.update(line)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics").read().decode()
+    (fam,) = [f for f in text_string_to_metric_families(text)
+              if f.name == "streamcal_label_delay_seconds"]  # fmt: skip
+    assert fam.type == "histogram"
+    got = {(s.name, s.labels.get("le")): s.value for s in fam.samples}
+    name = "streamcal_label_delay_seconds"
+    assert [got[(f"{name}_bucket", le)] for le in ("60", "3600", "86400", "+Inf")] == [
+        3, 3, 8, 9]
+    assert got[(f"{name}_count", None)] == 9 and got[(f"{name}_sum", None)] == 250_000.5
+    with pytest.raises(ValueError, match="label_delay_seconds"):
+        exp.update({"label_delay_seconds": {"le": [1.0], "counts": [1], "sum": 0.0}})
 
 
 def test_a_sum_never_falls_while_its_count_does_not():

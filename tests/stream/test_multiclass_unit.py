@@ -62,8 +62,8 @@ def _schedule(events, labels, delay: int, rng, missing=()):
     return [item for _, item in sorted(at, key=lambda a: a[0])]
 
 
-def _records(items):
-    for t, (kind, item) in enumerate(items):
+def _records(items, start: int = 0):
+    for t, (kind, item) in enumerate(items, start):
         if kind == "e":
             eid, x = item
             yield "e", Record("ev", 0, t, 1000 + t, eid.encode(),
@@ -74,8 +74,9 @@ def _records(items):
                               orjson.dumps({"id": eid, "label": y}))  # fmt: skip
 
 
-def _feed(unit, items):
-    for kind, rec in _records(items):
+def _feed(unit, items, start: int = 0):
+    """Feed ``items`` as records numbered (offset, time) from ``start``."""
+    for kind, rec in _records(items, start):
         (unit.on_event if kind == "e" else unit.on_label)(rec)
 
 
@@ -203,7 +204,7 @@ def test_checkpoint_round_trip_resumes_identically():
     second = CalibrationUnit.from_state(state, config=_config())
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
-    _feed(second, items[cut:])
+    _feed(second, items[cut:], start=cut)  # record times go on: the label delays too
     tail = [m for _, m in sent_whole][-len(sent):]
     assert sent and [m for _, m in sent] == tail
     assert second.snapshot() == whole.snapshot()  # the alarm's fields included

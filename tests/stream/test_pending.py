@@ -96,7 +96,7 @@ def test_a_reopened_store_has_the_shared_cache(tmp_path):
     """A store opened again (a restart) reads through the process's shared block cache, as
     a new one does, not through the options saved in its directory (an 8 MiB cache of its
     own, which made each get at 10^7 entries re-read index blocks: 85 µs instead of 13)."""
-    from streamcal.stream.state.kv import CACHE_BYTES
+    from streamcal.stream.state.kv import memory
 
     store = KVStore(tmp_path / "store")
     store.put(b"a", b"1")
@@ -104,7 +104,7 @@ def test_a_reopened_store_has_the_shared_cache(tmp_path):
     store.close()
     again = KVStore(tmp_path / "store")
     capacity = again._db.property_value("rocksdb.block-cache-capacity")
-    assert again.get(b"a") == b"1" and int(capacity) == CACHE_BYTES
+    assert again.get(b"a") == b"1" and int(capacity) == memory()
     again.close()
 
 

@@ -51,28 +51,53 @@ from rocksdict import (
 
 from streamcal.stream.state.errors import StoreError, storage_error
 
-__all__ = ["KVStore", "StoreError", "check_directory", "next_key"]
+__all__ = ["DEFAULT_MEMORY", "KVStore", "StoreError", "check_directory", "memory", "next_key",
+           "set_memory"]
 
 _MISSING = object()
 
 
 # Shared by every store of the process, so that the memory of all units together is
-# bounded by one figure, not by the number of units (``--scope partition`` opens a store per
-# unit): the block cache (index and filter blocks, recently read values) with the
-# memtables of all stores charged to it.
-CACHE_BYTES = 256 << 20
-_WRITE_BUFFER_BYTES = 64 << 20  # of CACHE_BYTES
-_shared: dict = {}
+# bounded by one figure (``--state-memory``), not by the number of units (``--scope
+# partition`` opens a store per unit): the block cache holds the data blocks read, the
+# index and filter blocks of every file and, charged to it by the write buffer manager,
+# the memtables of all stores (a quarter of it at most, then they are flushed).
+DEFAULT_MEMORY = 256 << 20
+_shared: dict = {"memory": DEFAULT_MEMORY}
 
 
 def _shared_parts() -> tuple:
-    if not _shared:
-        cache = Cache(CACHE_BYTES)
+    if "cache" not in _shared:
+        memory = _shared["memory"]
+        cache = Cache(memory)
         _shared["cache"] = cache
         _shared["buffers"] = WriteBufferManager.new_write_buffer_manager_with_cache(
-            _WRITE_BUFFER_BYTES, False, cache
+            memory // 4, False, cache
         )
     return _shared["cache"], _shared["buffers"]
+
+
+def set_memory(total: int) -> None:
+    """Bound the memory of this process's stores to about ``total`` bytes: the shared
+    block cache's capacity, with the memtables (a quarter of it) charged to it. Stores
+    opened before keep their memtable size but share the new bounds.
+
+    >>> set_memory(64 << 20); memory()
+    67108864
+    >>> set_memory(DEFAULT_MEMORY)
+    """
+    total = int(total)
+    if total < 8 << 20:
+        raise ValueError(f"state_memory must be at least 8 MiB, got {total}")
+    _shared["memory"] = total
+    if "cache" in _shared:
+        _shared["cache"].set_capacity(total)
+        _shared["buffers"].set_buffer_size(total // 4)
+
+
+def memory() -> int:
+    """The bound ``set_memory`` gave (``DEFAULT_MEMORY`` if none)."""
+    return _shared["memory"]
 
 
 def _options() -> Options:
@@ -88,7 +113,9 @@ def _options() -> Options:
     table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     opts.set_write_buffer_manager(buffers)
-    opts.set_write_buffer_size(16 << 20)
+    # A store's memtable: at most 16 MiB, and small enough that a few fit in the
+    # memtables' quarter of the bound.
+    opts.set_write_buffer_size(min(16 << 20, _shared["memory"] // 16))
     opts.set_max_write_buffer_number(3)
     opts.set_keep_log_file_num(2)
     opts.set_max_background_jobs(2)

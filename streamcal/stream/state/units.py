@@ -36,10 +36,11 @@ from pathlib import Path
 
 from streamcal.stream.kafka import clients
 from streamcal.stream.models import find_model
+from streamcal.stream.native_heap import NativeHeap
 from streamcal.stream.state import marker
 from streamcal.stream.state.checkpoint import CheckpointStore, seal, unseal
 from streamcal.stream.state.errors import CheckpointError, DamagedStore
-from streamcal.stream.state.kv import KVStore, check_directory
+from streamcal.stream.state.kv import KVStore, check_directory, set_memory
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit
 
 __all__ = ["SNAPSHOT", "UnitStates"]
@@ -67,6 +68,9 @@ class UnitStates:
         self.config = config
         self.key = key
         self.unit_class = unit_class
+        set_memory(config.state_memory)  # before any store opens
+        self.heap = NativeHeap()
+        self.heap.limit_arenas()  # before the stores' threads start
         self.held: dict[int | None, CalibrationUnit] = {}
         self.changed: set = set()  # ids of the held units changed since their checkpoint
         self.topic = None  # StateTopic, while running with one
@@ -267,6 +271,7 @@ class UnitStates:
             self._save_in_transaction(units, {u.unit for u in units} if final else (),
                                       transaction)  # fmt: skip
         self.changed.clear()
+        self.heap.maybe_trim(time.monotonic())  # what the commits freed
         return units
 
     def save(self, units, outbox=None, final: bool = False) -> None:

@@ -18,6 +18,7 @@ from streamcal.monitoring.tracker import prediction_in_range
 from streamcal.stream.messages import decode_label
 from streamcal.stream.tasks.task import (
     DOUBLE,
+    HAS_TIME,
     NUMBERS4,
     VERSION,
     Task,
@@ -42,6 +43,7 @@ class PendingPrediction(NamedTuple):
     score: float
     category: Any = None  # with --by only
     p_protected: float | None = None  # with --protect only
+    time: float | None = None  # the event's, record time (s): None if kept by an older one
 
 
 class BinaryTask(Task):
@@ -118,10 +120,14 @@ class BinaryTask(Task):
             p_protected = out["p_protected"] = iv.p_protected
         return out, PendingPrediction(self.kept(ev.x), p0, p1, p, score, category, p_protected)
 
-    def pack(self, pred: PendingPrediction) -> bytes:
+    def pack(self, pred: PendingPrediction, time: float | None = None) -> bytes:
+        """``pred`` as bytes, with the event's ``time`` (record time, s) if given."""
         pp, category = pred.p_protected, pred.category
         flags = (_HAS_PP if pp is not None else 0) | (_HAS_CATEGORY if category is not None else 0)
-        out = NUMBERS4.pack(flags, pred.p0, pred.p1, pred.p, pred.score)
+        out = NUMBERS4.pack(flags | (HAS_TIME if time is not None else 0), pred.p0, pred.p1,
+                            pred.p, pred.score)  # fmt: skip
+        if time is not None:
+            out += DOUBLE.pack(time)
         if pp is not None:
             out += DOUBLE.pack(pp)
         if category is not None:
@@ -131,14 +137,17 @@ class BinaryTask(Task):
     def unpack(self, data: bytes) -> PendingPrediction:
         flags, p0, p1, p, score = NUMBERS4.unpack_from(data)
         at = NUMBERS4.size
-        pp = category = None
+        pp = category = time = None
+        if flags & HAS_TIME:
+            time = DOUBLE.unpack_from(data, at)[0]
+            at += 8
         if flags & _HAS_PP:
             pp = DOUBLE.unpack_from(data, at)[0]
             at += 8
         if flags & _HAS_CATEGORY:
             category, at = unpack_category(data, at)
         x = self.codec.unpack(data, at)[0]
-        return PendingPrediction(x, p0, p1, p, score, category, pp)
+        return PendingPrediction(x, p0, p1, p, score, category, pp, time)
 
     def refuse(self, clf, pred: PendingPrediction, y, eid: str) -> str | None:
         """Why the label of ``pred`` cannot be joined (checked before anything learns)."""

@@ -19,7 +19,15 @@ from streamcal.monitoring.shapes import MULTICLASS
 from streamcal.stream.messages import decode_class_label
 from streamcal.stream.models import BINARY_ONLY, SCORE_PREFIX
 from streamcal.stream.packing import FeatureCodec
-from streamcal.stream.tasks.task import LENGTH, NUMBERS4, VERSION, Task, fresh_alarm
+from streamcal.stream.tasks.task import (
+    DOUBLE,
+    HAS_TIME,
+    LENGTH,
+    NUMBERS4,
+    VERSION,
+    Task,
+    fresh_alarm,
+)
 
 __all__ = ["MulticlassTask", "PendingMulticlass", "TASK"]
 
@@ -36,6 +44,7 @@ class PendingMulticlass(NamedTuple):
     scores: dict  # class -> the model's probability
     intervals: dict | None  # one-vs-rest: class -> (p0, p1); else None
     category: Any = None  # with --by only
+    time: float | None = None  # the event's, record time (s): None if kept by an older one
 
 
 class MulticlassTask(Task):
@@ -136,20 +145,27 @@ class MulticlassTask(Task):
         x = self.kept(ev.x)
         return out, PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category)
 
-    def pack(self, pred: PendingMulticlass) -> bytes:
+    def pack(self, pred: PendingMulticlass, time: float | None = None) -> bytes:
         rest = orjson.dumps([pred.label, pred.proba, pred.scores, pred.intervals, pred.category])
-        head = NUMBERS4.pack(0, pred.p0, pred.p1, pred.p, 0.0) + LENGTH.pack(len(rest))
+        flags = HAS_TIME if time is not None else 0
+        head = NUMBERS4.pack(flags, pred.p0, pred.p1, pred.p, 0.0) + LENGTH.pack(len(rest))
+        if time is not None:
+            head += DOUBLE.pack(time)
         return head + rest + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingMulticlass:
-        _, p0, p1, p, _ = NUMBERS4.unpack_from(data)
+        flags, p0, p1, p, _ = NUMBERS4.unpack_from(data)
         at = NUMBERS4.size + 4
         n = LENGTH.unpack_from(data, NUMBERS4.size)[0]
+        time = None
+        if flags & HAS_TIME:
+            time = DOUBLE.unpack_from(data, at)[0]
+            at += 8
         label, proba, scores, intervals, category = orjson.loads(data[at : at + n])
         if intervals is not None:
             intervals = {c: tuple(pair) for c, pair in intervals.items()}
         x = self.codec.unpack(data, at + n)[0]
-        return PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category)
+        return PendingMulticlass(x, label, p0, p1, p, proba, scores, intervals, category, time)
 
     def refuse(self, clf, pred: PendingMulticlass, y, eid: str) -> str | None:
         limit = self.config.max_classes

@@ -30,13 +30,20 @@ from streamcal.monitoring.shapes import REGRESSION
 from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_record, _short
 from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
 from streamcal.stream.packing import FeatureCodec
-from streamcal.stream.tasks.task import VERSION, Task, pack_category, unpack_category
+from streamcal.stream.tasks.task import (
+    DOUBLE,
+    HAS_TIME,
+    VERSION,
+    Task,
+    pack_category,
+    unpack_category,
+)
 
 __all__ = ["PendingRegression", "RegressionTask", "StreamRegressor", "TASK",
            "decode_number_label", "quantile_levels"]  # fmt: skip
 
 _NUMBERS5 = struct.Struct("<B5d")  # flags, model's output, sigma, tau, lo, hi
-_HAS_CATEGORY = 1
+_HAS_CATEGORY = 1  # a flag of the first byte, as HAS_TIME is
 
 
 def quantile_levels(text: str) -> tuple[float, ...]:
@@ -129,6 +136,7 @@ class PendingRegression(NamedTuple):
     lo: float  # the interval, ends infinite while too few residuals
     hi: float
     category: Any = None  # with --by only
+    time: float | None = None  # the event's, record time (s)
 
 
 def _json_number(v: float) -> float | None:
@@ -220,9 +228,14 @@ class RegressionTask(Task):
                                  category)  # fmt: skip
         return out, pred
 
-    def pack(self, pred: PendingRegression) -> bytes:
-        flags = _HAS_CATEGORY if pred.category is not None else 0
+    def pack(self, pred: PendingRegression, time: float | None = None) -> bytes:
+        """``pred`` as bytes, with the event's ``time`` (record time, s) if given."""
+        flags = (_HAS_CATEGORY if pred.category is not None else 0) | (
+            HAS_TIME if time is not None else 0
+        )
         out = _NUMBERS5.pack(flags, pred.y_model, pred.sigma, pred.tau, pred.lo, pred.hi)
+        if time is not None:
+            out += DOUBLE.pack(time)
         if pred.category is not None:
             out += pack_category(pred.category)
         return out + self.codec.pack(pred.x)
@@ -230,11 +243,14 @@ class RegressionTask(Task):
     def unpack(self, data: bytes) -> PendingRegression:
         flags, y_model, sigma, tau, lo, hi = _NUMBERS5.unpack_from(data)
         at = _NUMBERS5.size
-        category = None
+        category = time = None
+        if flags & HAS_TIME:
+            time = DOUBLE.unpack_from(data, at)[0]
+            at += 8
         if flags & _HAS_CATEGORY:
             category, at = unpack_category(data, at)
         x = self.codec.unpack(data, at)[0]
-        return PendingRegression(x, y_model, sigma, tau, lo, hi, category)
+        return PendingRegression(x, y_model, sigma, tau, lo, hi, category, time)
 
     def refuse(self, clf, pred: PendingRegression, y, eid: str) -> str | None:
         return None  # the decoder took numbers only; the learner checks the features

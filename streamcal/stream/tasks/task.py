@@ -28,6 +28,10 @@ __all__ = ["Task", "fresh_alarm", "pack_category", "unpack_category"]
 VERSION = streamcal.__version__
 # The fixed head of what waits: flags, p0, p1, p, score
 NUMBERS4 = struct.Struct("<B4d")
+# A flag of a packed prediction's first byte: the event's time (record time, s) follows
+# the numbers, for the label delay at the join without a store read; entries packed by
+# an older version have no time.
+HAS_TIME = 4
 DOUBLE = struct.Struct("<d")
 LENGTH = struct.Struct("<I")
 
