@@ -49,15 +49,15 @@ def _stream(n: int, seed: int):
     return events, labels
 
 
-def _records(items):
-    for t, (kind, (eid, v)) in enumerate(items):
+def _records(items, start: int = 0):
+    for t, (kind, (eid, v)) in enumerate(items, start):
         body = {"id": eid, "features": v} if kind == "e" else {"id": eid, "label": v}
         yield kind, Record("ev" if kind == "e" else "lab", 0, t, 1000 + t, eid.encode(),
                            orjson.dumps(body))  # fmt: skip
 
 
-def _feed(unit, items):
-    for kind, rec in _records(items):
+def _feed(unit, items, start: int = 0):
+    for kind, rec in _records(items, start):
         (unit.on_event if kind == "e" else unit.on_label)(rec)
 
 
@@ -153,7 +153,7 @@ def test_a_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_
     second = CalibrationUnit.from_state(store.load(), config=_config())
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
-    _feed(second, items[cut:])
+    _feed(second, items[cut:], start=cut)  # record times go on: the label delays too
     tail = [m for _, m in sent_whole][-len(sent) :]
     assert len(sent) > 250 and [m for _, m in sent] == tail
     assert second.snapshot() == whole.snapshot()  # the alarm's fields included
