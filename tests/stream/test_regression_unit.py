@@ -172,3 +172,5 @@ def test_config_rules():
     with pytest.raises(ValueError, match="label_default .* finite number"):
         _config(label_horizon=10.0, label_default="high").validate()
     _config(model="river.linear_model:LinearRegression", protect=False).validate()
+    with pytest.raises(ValueError, match="returned a classifier, not a regressor"):
+        CalibrationUnit(_config(model="river.naive_bayes:GaussianNB"))

@@ -203,7 +203,12 @@ class RegressionTask(Task):
     def new_model(self):
         spec = self.config.model
         make = _scaled_linear_regression if spec == DEFAULT_MODEL else find_model(spec)
-        return called_model(spec, make, "predict_one", "regressor")
+        model = called_model(spec, make, "predict_one", "regressor")
+        from river import base
+
+        if isinstance(model, base.Classifier):  # predict_one gives classes, not numbers
+            raise ValueError(f"model {spec!r} returned a classifier, not a regressor: {model!r}")
+        return model
 
     def new_classifier(self):
         window = self.config.classifier_settings().window
