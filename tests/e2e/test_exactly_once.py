@@ -204,9 +204,9 @@ from streamcal.stream.unit import CalibrationUnit
 handle = CalibrationUnit.handle
 
 
-def slow_handle(self, rank, rec):
+def slow_handle(self, rank, rec, message=None):
     time.sleep(0.0005)
-    return handle(self, rank, rec)
+    return handle(self, rank, rec, message)
 
 
 CalibrationUnit.handle = slow_handle
