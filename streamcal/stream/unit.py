@@ -314,20 +314,10 @@ class CalibrationUnit:
 
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
-        self.send(
-            self.config.dead_letter_topic,
-            rec.key,
-            dead_letter(
-                value=rec.value if value is None else value,
-                key=rec.key,
-                topic=rec.topic,
-                partition=rec.partition,
-                offset=rec.offset,
-                timestamp_ms=rec.timestamp,
-                reason=reason,
-                version=self._version,
-            ),
-        )
+        value = rec.value if value is None else value
+        letter = dead_letter(value, rec.key, rec.topic, rec.partition, rec.offset, rec.timestamp,
+                             reason, self._version)  # fmt: skip
+        self.send(self.config.dead_letter_topic, rec.key, letter)
 
     def _advance(self, ts_ms: int) -> bool:
         """Move the record-time clock to ``ts_ms`` (if later) and expire what waited past
