@@ -16,6 +16,7 @@ def test_every_public_name_resolves_to_its_module_object():
         obj = getattr(streamcal, name)
         module = sys.modules[streamcal._PUBLIC[name]]
         assert obj is getattr(module, name)
+        assert name in module.__all__  # the top level re-exports what its package makes public
         assert name in dir(streamcal)
 
 

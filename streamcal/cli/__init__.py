@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name``: ``help`` is its line in ``streamcal --help``,
+    ``description`` the text of its own help, kept as written (paragraphs, lists)."""
+    return sub.add_parser(name, help=help, description=description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+
 def exit_statuses() -> str:
     """What each exit status means and what to do, from the branches of the tree.
 

@@ -12,9 +12,9 @@ The demo itself is ``streamcal.demo.run.run_demo``; this module is its command l
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
+from streamcal.cli import command
 from streamcal.demo.datasets import DATASETS, DESCRIPTIONS
 from streamcal.demo.run import DemoOptions
 from streamcal.learner.modes import MODES
@@ -25,12 +25,8 @@ _D = DemoOptions()  # the defaults
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="run the whole pipeline on a local broker and print a summary",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, "demo", "run the whole pipeline on a local broker and print a summary",
+                _DESCRIPTION)  # fmt: skip
     _broker_arguments(p.add_argument_group("broker"))
     _stream_arguments(p.add_argument_group("stream"))
     _processor_arguments(p.add_argument_group("processor"))

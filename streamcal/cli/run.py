@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from streamcal.cli import command
+
 _GROUPS = {
     "kafka": "Kafka connection",
     "topics": "topics and message fields",
@@ -56,12 +58,7 @@ same transactional id: the same --group-id with --scope global) stops with exit 
 def register(sub) -> None:
     from streamcal.stream.config import SETTINGS
 
-    p = sub.add_parser(
-        "run",
-        help="run the Kafka stream processor",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, "run", "run the Kafka stream processor", _DESCRIPTION)
     p.add_argument("--config", metavar="FILE", help="TOML file of settings")
     p.add_argument(
         "--max-idle-s",

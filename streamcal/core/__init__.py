@@ -35,29 +35,4 @@ _PUBLIC = {
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
-__all__ = [
-    "ConformalAlarm",
-    "IsotonicCalibrator",
-    "MERGES",
-    "OneVsOne",
-    "OneVsRest",
-    "SCALAR_MERGES",
-    "Protector",
-    "SCHEMES",
-    "alarm_batch",
-    "ScoreStore",
-    "StoreBackendWarning",
-    "TopLabel",
-    "couple",
-    "dir_predict",
-    "group_ties",
-    "isotonic_calibrator",
-    "merge_log",
-    "merge_mean",
-    "merge_square",
-    "protect_batch",
-    "RankStore",
-    "venn_abers",
-    "venn_abers_bruteforce",
-    "venn_abers_multiclass",
-]
+__all__ = list(_PUBLIC)

@@ -23,17 +23,4 @@ _PUBLIC = {
 }
 __getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
 
-__all__ = [
-    "CategoryChurnWarning",
-    "ConformalPredictiveRegressor",
-    "FieldScore",
-    "MODES",
-    "MulticlassPrediction",
-    "OutcomeDependentDelayWarning",
-    "PredictiveDistribution",
-    "Unlearned",
-    "UnlearnedWarning",
-    "VennAbersClassifier",
-    "VennAbersInterval",
-    "VennAbersMultiClassifier",
-]
+__all__ = list(_PUBLIC)

@@ -49,6 +49,11 @@ from streamcal.learner.settings import check_multiclass
 
 __all__ = ["TurnsMulticlass", "carry_over"]
 
+# The settings the multiclass side takes over as they are (those it lacks are refused
+# before the switch, ``_check_multiclass``).
+_CARRIED = ("mode", "merge", "window", "refresh_every", "by", "max_categories",
+            "label_horizon", "label_default")  # fmt: skip
+
 
 class TurnsMulticlass:
     """The binary classifier's switch to a ``VennAbersMultiClassifier`` (its ``_multi``),
@@ -89,17 +94,8 @@ class TurnsMulticlass:
         from streamcal.learner.multiclassifier import VennAbersMultiClassifier
 
         self._check_multiclass(f"{why} makes this a multiclass stream, but")
-        self._multi = VennAbersMultiClassifier(
-            self.model,
-            mode=self.mode,
-            merge=self.merge,
-            window=self.window,
-            refresh_every=self.refresh_every,
-            by=self.by,
-            max_categories=self.max_categories,
-            label_horizon=self.label_horizon,
-            label_default=self.label_default,
-        )
+        carried = {name: getattr(self, name) for name in _CARRIED}
+        self._multi = VennAbersMultiClassifier(self.model, **carried)
         self._multi.warn_unlearned = self._warn_unlearned
         if carry:
             st = self._state

@@ -1,7 +1,8 @@
 """Settings of the stream processor: one dataclass, each field a declared setting.
 
 Each setting is declared once, here (``setting``): its name, type, default, help text,
-help group and constraint. The rest comes from that declaration
+help group and constraint; the Kafka connection's come first, from ``KafkaConnection``
+(``streamcal.stream.kafka.connection``). The rest comes from that declaration
 (``streamcal.stream.settings``): the flag (``events_topic`` is ``--events-topic``), the
 environment variable (``STREAMCAL_EVENTS_TOPIC``), the TOML key (``events_topic`` or
 ``events-topic``; top level or in a ``[run]`` table), the help of ``streamcal run`` and
@@ -38,6 +39,7 @@ from streamcal.learner.settings import (
 )
 from streamcal.stream.durations import parse_duration
 from streamcal.stream.kafka.adapters import CLIENTS
+from streamcal.stream.kafka.connection import KafkaConnection
 from streamcal.stream.models import DEFAULT_MODEL, check_model_spec, describe_presets
 from streamcal.stream.settings import rules, sources
 from streamcal.stream.settings.constraints import (
@@ -75,84 +77,16 @@ DEFAULT_LABEL_WAIT_BYTES = 1 << 30
 # The merge's grace (docs/ordering.md, docs/performance.md: measured with benchmarks/grace.py).
 DEFAULT_GRACE_MS = 100
 
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-SCOPES = ("global", "partition")
 LOST_INPUT_POLICIES = ("stop", "continue")  # --on-lost-input (streamcal.stream.kafka.ordering)
 # --processing-guarantee, the names quixstreams uses (streamcal.stream.exactly_once)
 GUARANTEES = ("at-least-once", "exactly-once")
 _HORIZON = "streamcal.stream.horizon"  # its checks are imported when asked (a costly module)
 
 
-def _opt(default, help: str, group: str, secret=False, flag=True, duration=False):
-    """The declaration before constraints, kept for settings written against it on other
-    branches; it gives none (a test asks for one): declare with ``setting``."""
-    check = Seconds(units=True) if duration else None
-    return setting(default, help, group, check, secret=secret, flag=flag)
-
-
 @dataclass(frozen=True)
-class ProcessorConfig:
+class ProcessorConfig(KafkaConnection):
     """All settings of ``streamcal run`` (see ``streamcal run --help``)."""
-
-    # --- Kafka ---
-    bootstrap_servers: str = setting(
-        "127.0.0.1:9092", "Kafka bootstrap servers, host:port[,...]", "kafka"
-    )
-    group_id: str = setting(
-        "streamcal",
-        "consumer group: with --scope partition the instances sharing the units; with "
-        "--scope global the one instance (a second is refused); offsets are committed to it "
-        "for lag monitoring (each unit resumes from its checkpoint)",
-        "kafka",
-    )
-    client_id: str = setting("streamcal", "Kafka client id", "kafka")
-    scope: str = setting(
-        "global",
-        "unit of calibration: global (one calibrator over all partitions, one instance per "
-        "group) or partition (one per partition number of the co-partitioned events and "
-        "labels topics; instances of a group share the partitions)",
-        "kafka",
-        OneOf(SCOPES),
-    )
-    instance_id: str | None = setting(
-        None, "this instance's name in metric lines (default: host:pid)", "kafka"
-    )
-    session_timeout_ms: int = setting(
-        6000,
-        "consumer-group session timeout: how soon a dead instance is noticed",
-        "kafka",
-        AtLeast(1),
-    )
-    global_lock: bool = setting(
-        True,
-        "with --scope global, join the group first and refuse to run if another instance "
-        "is in it (no two global calibrators)",
-        "kafka",
-    )
-    security_protocol: str = setting(
-        "PLAINTEXT", "one of " + ", ".join(_SECURITY_PROTOCOLS), "kafka", OneOf(_SECURITY_PROTOCOLS)
-    )
-    sasl_mechanism: str | None = setting(
-        None, "SASL mechanism, e.g. PLAIN or SCRAM-SHA-256", "kafka"
-    )
-    sasl_username: str | None = setting(None, "SASL user name", "kafka")
-    sasl_password: str | None = setting(
-        None,
-        "SASL password (prefer the environment variable)",
-        "kafka",
-        secret=True,
-    )
-    ssl_cafile: str | None = setting(None, "CA certificate file (PEM) for TLS", "kafka", File())
-    ssl_certfile: str | None = setting(
-        None, "client certificate file (PEM) for TLS", "kafka", File()
-    )
-    ssl_keyfile: str | None = setting(
-        None, "client private key file (PEM) for TLS", "kafka", File()
-    )
-    ssl_check_hostname: bool = setting(
-        True, "check the broker's host name against its certificate", "kafka"
-    )
 
     # --- topics and message fields ---
     events_topic: str = setting("streamcal.events", "input topic of events", "topics")
@@ -625,26 +559,6 @@ class ProcessorConfig:
     def exactly_once(self) -> bool:
         """``--processing-guarantee exactly-once``: outputs and offsets in transactions."""
         return self.processing_guarantee == "exactly-once"
-
-    def kafka_client_settings(self) -> dict:
-        """Settings shared by the consumer and the producer (kafka-python names)."""
-        out = {
-            "bootstrap_servers": self.bootstrap_servers.split(","),
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-        }
-        if self.sasl_mechanism is not None:
-            out["sasl_mechanism"] = self.sasl_mechanism
-        if self.sasl_username is not None:
-            out["sasl_plain_username"] = self.sasl_username
-        if self.sasl_password is not None:
-            out["sasl_plain_password"] = self.sasl_password
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        if "SSL" in self.security_protocol:
-            out["ssl_check_hostname"] = self.ssl_check_hostname
-        return out
 
     def producer_settings(self) -> dict:
         """Options of the outputs' producer beyond ``kafka_client_settings`` (kafka-python

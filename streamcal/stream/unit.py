@@ -29,7 +29,7 @@ The state is in two parts that are committed together (``streamcal.stream.state.
 the waiting entries in the unit's ``KVStore``, and the small rest as plain data
 (``to_state`` / ``from_state``: the classifier, the tracker, counters, offsets, clock;
 the format and its versions are in ``streamcal.stream.state.migrations``), bound to the
-settings in ``FINGERPRINT``.
+settings in ``FINGERPRINT`` (``streamcal.stream.state.fingerprint``).
 """
 
 from __future__ import annotations
@@ -41,10 +41,8 @@ import orjson
 
 import streamcal
 from streamcal.learner.guard import SNAPSHOT_PERIOD
-from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.monitoring.histogram import DELAY_BOUNDS, Histogram
 from streamcal.stream.bounds import size_text
-from streamcal.stream.config import settings_of
 from streamcal.stream.deadletter import dead_letter
 from streamcal.stream.horizon import DelayWatch, LabelHorizon
 from streamcal.stream.intake import Reject, decode
@@ -64,9 +62,9 @@ from streamcal.stream.pending import (
 from streamcal.stream.records import Rec as _Rec
 from streamcal.stream.records import pack_label as _pack_label
 from streamcal.stream.records import unpack_label as _unpack_label
-from streamcal.stream.state.errors import CheckpointError
+from streamcal.stream.state.fingerprint import FINGERPRINT, check_fingerprint, fingerprint_of
 from streamcal.stream.state.kv import KVStore
-from streamcal.stream.tasks import LEGACY_TASK, resolved_scheme, task_of
+from streamcal.stream.tasks import task_of
 
 __all__ = [
     "CalibrationUnit",
@@ -92,40 +90,6 @@ _EVENT = TopicRank.EVENT  # looked up once: compared per record
 _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost",
            "dead_letters", "rejected_state_records", "labels_late",
            "labels_defaulted", "label_delay_warnings")  # fmt: skip
-
-# Settings a checkpoint is bound to: resuming with other ones would mix two states. The
-# classifier's are compared as ClassifierSettings, so that a setting left to its default
-# and the same value given explicitly are one setting.
-_INPUT_FINGERPRINT = (
-    "events_topic",
-    "labels_topic",
-    "model",
-    "id_field",
-    "features_field",
-    "label_field",
-)
-# Protection and the alarm (``--protect``, ``--alarm``, ``--alarm-alpha``: the
-# classifier's ``protect``): their state is in the checkpoint, so it is bound to them too.
-# A state from before protection has them as None, one from before the alarm's own flag
-# (version 7) has ``alarm`` None: it resumes with either setting (what is on starts
-# fresh; p is unchanged).
-_PROTECTION_FINGERPRINT = ("protect", "alarm", "alarm_alpha")
-# The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
-# once its default is filled in (``resolved_scheme``). A state without them (before
-# version 5) is binary.
-_TASK_FINGERPRINT = ("task", "scheme")
-# The label horizon: what waits and when it is learned depend on it (a state without
-# them was written without a horizon).
-_HORIZON_FINGERPRINT = {"label_horizon": None, "label_default": None,
-                        "late_labels": "dead-letter"}  # fmt: skip
-FINGERPRINT = (
-    _INPUT_FINGERPRINT
-    + tuple(k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT)
-    + _PROTECTION_FINGERPRINT
-    + _TASK_FINGERPRINT
-    + tuple(_HORIZON_FINGERPRINT)
-)
-
 
 # The names of the finished kinds in plain data (the ``recent`` of a state before version 6).
 _STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted", DEFAULTED: "defaulted"}
@@ -176,7 +140,7 @@ class CalibrationUnit:
         self.offsets: dict[tuple[str, int], int] = {}  # next offset to process
         self.last_read: dict = {}  # (topic, partition) -> last record handled (fingerprints)
         self.clock = float("-inf")  # the largest record timestamp seen (s)
-        self.fingerprint = self._fingerprint(config)
+        self.fingerprint = fingerprint_of(config)
         self.version = streamcal.__version__  # of the streamcal that started this state
         self.send = send
         self._fields = Fields.of(config)
@@ -191,10 +155,6 @@ class CalibrationUnit:
             top_k=config.top_k,
             max_categories=config.classifier_settings().max_categories,
         )
-
-    @staticmethod
-    def _fingerprint(config) -> dict:
-        return task_of(config).fingerprint({k: getattr(config, k) for k in FINGERPRINT})
 
     def close(self) -> None:
         """Close the store (uncommitted changes are dropped; a temporary store is removed)."""
@@ -354,20 +314,10 @@ class CalibrationUnit:
 
     def _dead(self, rec, reason: str, value=None) -> None:
         self.counts["dead_letters"] += 1
-        self.send(
-            self.config.dead_letter_topic,
-            rec.key,
-            dead_letter(
-                value=rec.value if value is None else value,
-                key=rec.key,
-                topic=rec.topic,
-                partition=rec.partition,
-                offset=rec.offset,
-                timestamp_ms=rec.timestamp,
-                reason=reason,
-                version=self._version,
-            ),
-        )
+        value = rec.value if value is None else value
+        letter = dead_letter(value, rec.key, rec.topic, rec.partition, rec.offset, rec.timestamp,
+                             reason, self._version)  # fmt: skip
+        self.send(self.config.dead_letter_topic, rec.key, letter)
 
     def _advance(self, ts_ms: int) -> bool:
         """Move the record-time clock to ``ts_ms`` (if later) and expire what waited past
@@ -571,41 +521,3 @@ def _recent_size(config, task: str) -> int:
     if s.mode != "pretrained":
         return SNAPSHOT_PERIOD + 1
     return s.window + s.refresh_period_for(task) + 1
-
-
-def check_fingerprint(state: dict, config) -> None:
-    """``CheckpointError`` (one line) if ``state`` was made with other settings.
-
-    The fingerprint holds the settings as given (None: not given); the classifier's are
-    compared once their defaults are filled in (``ClassifierSettings.given``).
-    """
-    fingerprint = state.get("fingerprint", {})
-    pairs = [(k, fingerprint.get(k), getattr(config, k)) for k in _INPUT_FINGERPRINT]
-    pairs += [
-        (k, fingerprint[k], getattr(config, k))
-        for k in _PROTECTION_FINGERPRINT
-        if fingerprint.get(k) is not None  # None: the state predates protection
-    ]
-    pairs += [(k, fingerprint.get(k, off), getattr(config, k))
-              for k, off in _HORIZON_FINGERPRINT.items()]  # fmt: skip
-    task = fingerprint.get("task") or LEGACY_TASK
-    pairs += [
-        ("task", task, config.task),
-        ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
-    ]
-    now = config.classifier_settings()
-    try:
-        saved = settings_of(fingerprint)
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
-    names = [k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT]
-    if fingerprint.get("protect") is not None and fingerprint.get("alarm") is not None:
-        names.append("protect")  # the flags matched above: this compares what they imply
-    pairs += [(k, getattr(saved, k), getattr(now, k)) for k in names]
-    for k, written, configured in pairs:
-        if written != configured:
-            raise CheckpointError(
-                f"checkpoint was written with {k}={written!r} but the "
-                f"processor is configured with {k}={configured!r}; use another "
-                "state directory or the same settings"
-            )

@@ -23,7 +23,8 @@ from streamcal.monitoring.categories import CategoryBreakdown
 from streamcal.monitoring.tracker import CalibrationTracker
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.state.checkpoint import CheckpointError
-from streamcal.stream.unit import FINGERPRINT, CalibrationUnit, check_fingerprint
+from streamcal.stream.state.fingerprint import FINGERPRINT, check_fingerprint
+from streamcal.stream.unit import CalibrationUnit
 
 
 def _default(callable_, name):

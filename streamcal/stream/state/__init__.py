@@ -8,6 +8,7 @@ Modules, one idea each:
 * ``checkpoint`` -- the framing of a checkpoint (``seal`` / ``unseal``: magic, HMAC tag,
   plain-data payload) and ``CheckpointStore``, the checkpoint files of development
   versions before the store (read only to be refused, naming them).
+* ``fingerprint`` -- the settings a unit's state is bound to, and ``check_fingerprint``.
 * ``migrations`` -- the state format, its version, and the upgrades from older ones
   (none yet).
 * ``topic`` -- ``StateTopic``: units' checkpoints as records of a Kafka topic.
