@@ -166,7 +166,7 @@ def test_the_alarm_fires_on_a_shift_and_stays_quiet_without():
 
 
 def validity(name, **kw):
-    model = ConformalPredictiveRegressor(lr(), window=3000, **kw)
+    model = ConformalPredictiveRegressor(lr(), **kw)  # the defaults: 10 bins, window 1000
     return S.score(model, lr(), S.stream(name, 11000, seed=1), burn=1000)
 
 
