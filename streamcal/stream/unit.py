@@ -194,7 +194,9 @@ class CalibrationUnit:
 
     @staticmethod
     def _fingerprint(config) -> dict:
-        return task_of(config).fingerprint({k: getattr(config, k) for k in FINGERPRINT})
+        task = task_of(config)
+        shared = task.fingerprint({k: getattr(config, k) for k in FINGERPRINT})
+        return {**shared, **task.own_fingerprint(config)}
 
     def close(self) -> None:
         """Close the store (uncommitted changes are dropped; a temporary store is removed)."""
@@ -593,6 +595,9 @@ def check_fingerprint(state: dict, config) -> None:
         ("task", task, config.task),
         ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
     ]
+    # the task's own (the same task: compared above first)
+    own = task_of(config).own_fingerprint(config)
+    pairs += [(k, fingerprint.get(k), v) for k, v in own.items()]
     now = config.classifier_settings()
     try:
         saved = settings_of(fingerprint)

@@ -87,12 +87,6 @@ class MulticlassTask(Task):
 
         return given or DEFAULT_SCHEME
 
-    @staticmethod
-    def fingerprint(values: dict) -> dict:
-        # No protection here: bound to the alarm's settings only (--protect is as a state
-        # from before protection: either).
-        return {**values, "protect": None}
-
     # ------------------------------------------------------------------ what it makes
     @staticmethod
     def classifier_class():

@@ -192,8 +192,18 @@ class RegressionTask(Task):
         return y
 
     @staticmethod
-    def fingerprint(values: dict) -> dict:
-        return {**values, "protect": None}  # no protection: bound to the alarm's settings
+    def own_fingerprint(config) -> dict:
+        """``--interval-coverage`` (what waits holds its interval, the tracker its claim) and
+        ``--quantiles`` (by their levels: "0.1, 0.9" is "0.1,0.9"). The residuals' window
+        and ``--by`` are the classifiers' settings, bound as theirs; the bins are fixed.
+
+        >>> from streamcal.stream.config import ProcessorConfig
+        >>> RegressionTask.own_fingerprint(ProcessorConfig.build(task="regression",
+        ...     interval_coverage=0.8, quantiles="0.1, 0.9"))
+        {'interval_coverage': 0.8, 'quantiles': [0.1, 0.9]}
+        """
+        return {"interval_coverage": config.interval_coverage,
+                "quantiles": list(quantile_levels(config.quantiles))}  # fmt: skip
 
     # ------------------------------------------------------------------ what it makes
     @staticmethod

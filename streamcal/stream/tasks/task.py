@@ -109,10 +109,19 @@ class Task:
             + (schema.ALARM,) * bool(config.alarm)
         )
 
+    @classmethod
+    def fingerprint(cls, values: dict) -> dict:
+        """The shared settings a checkpoint of this task is bound to (``values``, by name).
+        A task without protection is bound to the alarm's settings only: its ``protect``
+        is None, as a state's from before protection (either setting resumes it)."""
+        return values if cls.protects else {**values, "protect": None}
+
     @staticmethod
-    def fingerprint(values: dict) -> dict:
-        """The settings a checkpoint of this task is bound to (``values``, by name)."""
-        return values
+    def own_fingerprint(config) -> dict:
+        """The settings of this task alone that change what its checkpoint holds or what
+        it predicts, by name, as the checkpoint keeps them (plain data; compared with
+        ``==`` at a restart, so a value is put in one form: ``--quantiles`` as its levels)."""
+        return {}
 
     # ------------------------------------------------------------------ what it makes
     @classmethod
