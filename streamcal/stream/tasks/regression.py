@@ -31,12 +31,13 @@ from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_recor
 from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.tasks.task import (
-    DOUBLE,
     HAS_TIME,
     VERSION,
     Task,
     pack_category,
+    pack_time,
     unpack_category,
+    unpack_time,
 )
 
 __all__ = ["PendingRegression", "RegressionTask", "StreamRegressor", "TASK",
@@ -249,21 +250,15 @@ class RegressionTask(Task):
             HAS_TIME if time is not None else 0
         )
         out = _NUMBERS5.pack(flags, pred.y_model, pred.sigma, pred.tau, pred.lo, pred.hi)
-        if time is not None:
-            out += DOUBLE.pack(time)
+        out += pack_time(time)
         if pred.category is not None:
             out += pack_category(pred.category)
         return out + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingRegression:
         flags, y_model, sigma, tau, lo, hi = _NUMBERS5.unpack_from(data)
-        at = _NUMBERS5.size
-        category = time = None
-        if flags & HAS_TIME:
-            time = DOUBLE.unpack_from(data, at)[0]
-            at += 8
-        if flags & _HAS_CATEGORY:
-            category, at = unpack_category(data, at)
+        time, at = unpack_time(data, _NUMBERS5.size, flags)
+        category, at = unpack_category(data, at) if flags & _HAS_CATEGORY else (None, at)
         x = self.codec.unpack(data, at)[0]
         return PendingRegression(x, y_model, sigma, tau, lo, hi, category, time)
 
