@@ -90,10 +90,11 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         residuals are divided by its prediction (normalised conformal prediction), so
         intervals are narrower for easy objects and wider for hard ones. None: sigma = 1.
     window
-        Hold the residuals of the newest ``window`` labels only (over all categories;
-        default 1000, the classifiers' ``DEFAULT_WINDOW``); None: all, which suits a
-        model that has stopped learning (the early residuals of a learning one are
-        larger than its present errors: measured in docs/performance.md).
+        Hold the residuals of the newest ``window`` labels of each ``by`` key only (of
+        the stream without ``by``; default 1000, the classifiers' ``DEFAULT_WINDOW``, per
+        category as theirs); None: all, which suits a model that has stopped learning
+        (the early residuals of a learning one are larger than its present errors:
+        measured in docs/performance.md).
     alarm_alpha
         A conformal test martingale against exchangeability (``ConformalAlarm``, one per
         ``by`` key, on the residuals of frozen copies of the model:
