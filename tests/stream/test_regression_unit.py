@@ -195,8 +195,11 @@ def test_the_fingerprint_binds_a_regression_state_to_its_task():
 
 
 def test_config_rules():
-    with pytest.raises(ValueError, match="by .* not supported with --task regression"):
-        _config(by="x1").validate()
+    # --by's memory bound and pooled fallback are the classifiers': refused, saying why
+    for by in ("x1", "shop"):
+        with pytest.raises(ValueError, match=r"by \(--by\) is not supported with --task "
+                           r"regression: .* no --max-categories bound .* no pooled answer"):
+            _config(by=by).validate()
     with pytest.raises(ValueError, match="model 'gnb' is a classifier"):
         _config(model="gnb").validate()
     with pytest.raises(ValueError, match="quantiles must be comma-separated levels"):

@@ -163,11 +163,25 @@ class RegressionTask(Task):
     # ------------------------------------------------------------------ the settings
     @classmethod
     def check_settings(cls, config) -> None:
-        """The regression rules: no ``--scheme``, no ``--by`` (not built yet), a model
-        that is the default or ``module:function``."""
+        """The regression rules: no ``--scheme``, no ``--by``, a model that is the default
+        or ``module:function``.
+
+        ``--by`` promises what the regressor cannot keep yet: a memory bound
+        (``--max-categories``: the least recently labelled category evicted; the
+        regressor keeps every key's residuals and, with the alarm, two copies of the
+        model per key, for good) and a pooled answer for a category with few labels
+        (``--min-category``, ``--fallback``: the regressor has no pooled residuals
+        beside the keys', so a new category's interval would stay unbounded until it
+        holds some 20 residuals in each bin). Refused rather than run without them."""
         super().check_settings(config)
         if config.by is not None:
-            raise ValueError("by (--by) is not supported with --task regression yet")
+            raise ValueError(
+                "by (--by) is not supported with --task regression: the regressor has no "
+                "--max-categories bound (its memory would grow with every value of the "
+                "field) and no pooled answer for a category with few labels "
+                "(--min-category, --fallback); run without --by (the intervals are then "
+                "calibrated over the whole stream; the field can be a feature of the model)"
+            )
         if config.model != DEFAULT_MODEL and (":" not in config.model
                                               or config.model.startswith("score:")):  # fmt: skip
             raise ValueError(
