@@ -224,10 +224,16 @@ def alarm_figure(log, path: Path) -> None:
         ax.axvline(onset, color="black", lw=1.0, ls=":",
                    label=f"change began near label {onset:g}")  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
+    _finish(fig, ax, path, "log S (natural log)", "upper left")
+
+
+def _finish(fig, ax, path: Path, ylabel: str, loc: str) -> None:
+    """Label the one panel ``ax`` of ``fig`` over labels, grid it, give it its legend
+    (at ``loc``) and save the figure."""
     ax.set_xlabel("labelled events")
-    ax.set_ylabel("log S (natural log)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.legend(fontsize=8, frameon=False, loc=loc)
     _save(fig, path)
 
 

@@ -21,6 +21,7 @@ from streamcal.monitoring.report.figures import (
     _CAL,
     _RAW,
     _figure,
+    _finish,
     _save,
     _series,
     _settled_limits,
@@ -59,11 +60,7 @@ def coverage_figure(log, path: Path) -> None:
     ax.plot(x, recent, color=_CAL, lw=0.8, alpha=0.5, label="coverage, recent window")
     ax.plot(x, cumulative, color=_CAL, lw=1.8, label="coverage, cumulative")
     _log_x(ax, x, cumulative)
-    ax.set_xlabel("labelled events")
-    ax.set_ylabel("share of labels in [lo, hi]")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
-    _save(fig, path)
+    _finish(fig, ax, path, "share of labels in [lo, hi]", "lower right")
 
 
 def crps_figure(log, path: Path) -> None:
