@@ -11,8 +11,12 @@ distribution of its category (``streamcal.core.cps``), every query in O(log n).
 The guarantee: if the residuals are exchangeable (a model that no longer learns, or one
 whose errors have settled), the PIT Q(y_true, tau) is uniform and each interval covers
 with at least its probability, in each category. A model that keeps improving makes the
-older residuals larger than the new ones: the intervals err on the wide side, and
-``window`` forgets the oldest.
+older residuals larger than the new ones, which would leave the intervals too wide and
+the PIT off for good: so only the newest ``window`` residuals are held (1000 by default,
+as the classifiers' calibration window). A window keeps the guarantee of a model that no
+longer learns (the newest residuals of an exchangeable stream are exchangeable with the
+next one) and makes a learning model's held residuals those of a model close to the one
+that predicts; ``window=None`` holds every residual.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from streamcal.learner.mondrian import category_of
 from streamcal.learner.predictive_distribution import PredictiveDistribution
 from streamcal.learner.residual_alarm import ResidualAlarm
 from streamcal.learner.residuals import ResidualStores
+from streamcal.learner.settings import DEFAULT_WINDOW
 
 __all__ = ["ConformalPredictiveRegressor"]
 
@@ -85,7 +90,11 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         residuals are divided by its prediction (normalised conformal prediction), so
         intervals are narrower for easy objects and wider for hard ones. None: sigma = 1.
     window
-        Hold the residuals of the newest ``window`` labels only (None: all).
+        Hold the residuals of the newest ``window`` labels of each ``by`` key only (of
+        the stream without ``by``; default 1000, the classifiers' ``DEFAULT_WINDOW``, per
+        category as theirs); None: all, which suits a model that has stopped learning
+        (the early residuals of a learning one are larger than its present errors:
+        measured in docs/performance.md).
     alarm_alpha
         A conformal test martingale against exchangeability (``ConformalAlarm``, one per
         ``by`` key, on the residuals of frozen copies of the model:
@@ -123,7 +132,7 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
     """
 
     def __init__(self, regressor: base.Regressor, bins: int = 10, by=None, difficulty=None,
-                 window: int | None = None, alarm_alpha: float | None = None,
+                 window: int | None = DEFAULT_WINDOW, alarm_alpha: float | None = None,
                  alarm_period: int = 1000, seed: int = 0, backend: str | None = None):  # fmt: skip
         _check_count("bins", bins)
         _check_count("window", window, allow_none=True)

@@ -16,8 +16,10 @@ that no longer learns), so each bin's distribution is calibrated for its objects
 Mondrian CPS. Before that, the edges are refitted on the predictions held (not on their
 residuals): the guarantee holds only approximately, which the tests measure.
 
-**Window**: the residuals of the newest ``window`` labels (over all categories) are held,
-the older ones removed (a drifting stream forgets).
+**Window**: the residuals of the newest ``window`` labels of each ``by`` key are held
+(over its bins; without ``by``, of the stream), the older ones removed: a model that
+learns or a stream that drifts forgets, and each key keeps as many residuals as the
+classifiers' Mondrian categories keep calibration pairs, however rare it is.
 
 >>> stores = ResidualStores(bins=2, window=None, backend="python", seed=0)
 >>> for i in range(2 * FIRST_FIT):
@@ -56,9 +58,9 @@ class ResidualStores:
         self.n = 0  # residuals added, ever
         self._next_fit = FIRST_FIT * bins if bins > 1 else None
         self._stores: dict = {}
-        # (key, yhat, residual) of the residuals held, oldest first: kept while a refit
+        # key -> (yhat, residual) of its residuals held, oldest first: kept while a refit
         # or the window needs them
-        self._held: deque | None = deque()
+        self._held: dict | None = {}
         self._empty = RankStore(backend=backend)
 
     def _bin(self, y_hat: float) -> int:
@@ -77,10 +79,13 @@ class ResidualStores:
         store.add(residual)
         self.n += 1
         if self._held is not None:
-            self._held.append((key, y_hat, residual))
-            if self.window is not None and len(self._held) > self.window:
-                old_key, old_y_hat, old_residual = self._held.popleft()
-                old = (old_key, self._bin(old_y_hat))
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = deque()
+            held.append((y_hat, residual))
+            if self.window is not None and len(held) > self.window:
+                old_y_hat, old_residual = held.popleft()
+                old = (key, self._bin(old_y_hat))
                 self._stores[old].remove(old_residual)
                 if not len(self._stores[old]):
                     del self._stores[old]
@@ -88,12 +93,13 @@ class ResidualStores:
             self._fit()
 
     def _fit(self) -> None:
-        y_hats = np.array([h[1] for h in self._held])
+        y_hats = np.array([h[0] for held in self._held.values() for h in held])
         qs = np.arange(1, self.bins) / self.bins
         self.edges = np.unique(np.quantile(y_hats, qs)).tolist()
         groups: dict = {}
-        for key, y_hat, residual in self._held:
-            groups.setdefault((key, self._bin(y_hat)), []).append(residual)
+        for key, held in self._held.items():
+            for y_hat, residual in held:
+                groups.setdefault((key, self._bin(y_hat)), []).append(residual)
         self._stores = {c: RankStore.from_arrays(r, backend=self.backend, seed=self.seed)
                         for c, r in groups.items()}  # fmt: skip
         nxt = 2 * self.n
@@ -108,3 +114,12 @@ class ResidualStores:
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._stores.values())
+
+    def __setstate__(self, state: dict) -> None:
+        held = state.get("_held")
+        if isinstance(held, deque):  # pickled before the window was per key: one deque
+            by_key: dict = {}
+            for key, y_hat, residual in held:
+                by_key.setdefault(key, deque()).append((y_hat, residual))
+            state = {**state, "_held": by_key}
+        self.__dict__.update(state)

@@ -1,11 +1,13 @@
 """`streamcal run --task regression` against a real tansu broker: on a shuffled stream
 every prediction has lo <= y_hat <= hi, the final metric line's 90% interval covers
 0.87-0.93 of the labels and carries the CRPS and the PIT histogram; a label that is not
-a number is a dead letter; kill -9 at random moments and restarts give the predictions
-and the final metric line of an uninterrupted run."""
+a number is a dead letter; its metric log gives the regression report (coverage, CRPS
+and PIT figures, the coverage's verdict); kill -9 at random moments and restarts give the
+predictions and the final metric line of an uninterrupted run."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -44,6 +46,22 @@ def _regression(labels, events, bad: str):
     return out
 
 
+def _check_report(metrics, final: dict, out) -> None:
+    """The report of the run's metric log is the regression one, with its numbers."""
+    pytest.importorskip("matplotlib")
+    from streamcal.monitoring import write_report
+    from streamcal.monitoring.report import FIGURES, REGRESSION_FIGURES
+
+    write_report(metrics, out)
+    assert all((out / name).stat().st_size > 1000 for name in REGRESSION_FIGURES)
+    assert not any((out / name).exists() for name in FIGURES)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["coverage"] == final["coverage"] and summary["crps"] == final["crps"]
+    # at least the nominal (this run covers 0.92: ranks of ~100 residuals a bin round
+    # outwards, and early residuals of the learning model are wider): not a violation
+    assert summary["coverage_verdict"].startswith(("holds", "conservative")), summary
+
+
 def _settings(bootstrap, topics, **extra):
     settings = base_settings(bootstrap, topics, task="regression", **{"metrics_every": 500,
                                                                         **extra})  # fmt: skip
@@ -70,6 +88,7 @@ def test_regression_run_predicts_intervals_that_cover_as_claimed(
     assert set(REGRESSION_KEYS + ALARM_KEYS) <= set(final) and "protected_log_loss" not in final
     assert sum(b["count"] for b in final["pit_histogram"]) == final["labels"]
     check_metric_line(metric_lines(metrics)[-1])
+    _check_report(metrics, final, tmp_path / "report")
 
     preds = json_values(read_topic(kafka_broker, unique_topics["predictions"], min_count=n))
     assert len(preds) == n

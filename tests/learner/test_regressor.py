@@ -4,6 +4,7 @@ conformal formulas, replay, pickling, bad input, Mondrian keys, window and alarm
 import math
 import pickle
 import random
+from collections import deque
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 from river import checks, linear_model, preprocessing
 
 from streamcal import ConformalPredictiveRegressor, PredictiveDistribution
+from streamcal.learner.residuals import ResidualStores
 from tests._helpers import load_benchmark
 
 S = load_benchmark("_regression_streams")
@@ -98,6 +100,37 @@ def test_window_forgets_the_oldest():
     assert model.calibration_size == 50
 
 
+def test_the_window_is_per_key():
+    """A rare key keeps its newest ``window`` residuals however many the others add."""
+    model = ConformalPredictiveRegressor(lr(), bins=1, window=40, by="rare")
+    bare, rare = lr(), []  # the same model alone: the residuals it should hold
+    for i, (x, y) in enumerate(S.stream("spread", 1200, seed=2)):
+        x = {**x, "rare": i % 20 == 0}
+        if x["rare"]:
+            rare.append(y - bare.predict_one(x))
+        bare.learn_one(x, y)
+        model.learn_one(x, y)
+    assert model._residuals.categories == {(False, 0): 40, (True, 0): 40}
+    store = model._residuals.store(True, 0.0)
+    assert [store.select(k) for k in range(40)] == sorted(rare[-40:])
+
+
+def test_a_pickle_from_before_the_per_key_window_loads():
+    stores = ResidualStores(bins=1, window=3, backend="python", seed=0)
+    for i in range(5):
+        stores.add("a" if i % 2 else "b", 0.0, float(i))
+    state = dict(stores.__dict__)
+    # what the one deque of (key, yhat, residual) held, oldest first
+    state["_held"] = deque((k, h, r) for k, q in stores._held.items() for h, r in q)
+    old = ResidualStores.__new__(ResidualStores)
+    old.__setstate__(state)
+    assert {k: list(q) for k, q in old._held.items()} == {
+        k: list(q) for k, q in stores._held.items()}  # fmt: skip
+    old.add("b", 0.0, 9.0)  # b held 0, 2, 4: 0 leaves
+    assert old.categories == {("a", 0): 2, ("b", 0): 3}
+    assert old.store("b", 0.0).select(0) == 2.0
+
+
 def test_a_stale_distribution_refuses_to_answer():
     model = ConformalPredictiveRegressor(lr())
     x, y = next(S.stream("spread", 1))
@@ -166,7 +199,7 @@ def test_the_alarm_fires_on_a_shift_and_stays_quiet_without():
 
 
 def validity(name, **kw):
-    model = ConformalPredictiveRegressor(lr(), window=3000, **kw)
+    model = ConformalPredictiveRegressor(lr(), **kw)  # the defaults: 10 bins, window 1000
     return S.score(model, lr(), S.stream(name, 11000, seed=1), burn=1000)
 
 

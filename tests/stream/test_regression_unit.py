@@ -5,7 +5,8 @@ order, and its tracker equals a ``RegressionTracker`` fed each label's PIT and C
 from the distribution that was predicted (labels right after their events: nothing is
 learned in between, so the distribution is the one the join reads); every interval
 holds its median; bad labels are dead-lettered with the state unchanged; a restart from
-a checkpoint file predicts as the uninterrupted run; the settings' rules.
+a checkpoint file predicts as the uninterrupted run, and a restart with a setting changed
+that changes what is held or predicted is refused; the settings' rules.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from streamcal.monitoring.regression_tracker import RegressionTracker
 from streamcal.stream.config import ProcessorConfig
-from streamcal.stream.state.checkpoint import CheckpointStore
+from streamcal.stream.state.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.tasks.regression import StreamRegressor, _scaled_linear_regression
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
@@ -160,9 +161,45 @@ def test_a_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_
     assert second.clf.log_martingale == whole.clf.log_martingale
 
 
+@pytest.mark.parametrize("changed, written, configured", [
+    (dict(interval_coverage=0.9), "interval_coverage=0.8", "interval_coverage=0.9"),
+    (dict(quantiles="0.1,0.9"), r"quantiles=\[0.1, 0.5, 0.9\]", r"quantiles=\[0.1, 0.9\]"),
+    (dict(window=500), "window=300", "window=500"),
+    (dict(alarm_alpha=0.05), "alarm_alpha=0.01", "alarm_alpha=0.05"),
+    (dict(model="river.linear_model:LinearRegression"), "model='logreg'",
+     "model='river.linear_model:LinearRegression'"),
+])  # fmt: skip
+def test_a_restart_with_changed_settings_is_refused_naming_the_setting(changed, written,
+                                                                       configured):  # fmt: skip
+    events, labels = _stream(50, seed=3)
+    unit, _ = _unit(_config())
+    _feed(unit, _interleaved(events, labels))
+    state = full_state(unit)
+    assert state["fingerprint"]["interval_coverage"] == 0.8
+    assert state["fingerprint"]["quantiles"] == [0.1, 0.5, 0.9]
+    with pytest.raises(CheckpointError, match=f"written with {written} but .* {configured}"):
+        CalibrationUnit.from_state(state, config=_config(**changed))
+    # the same settings written otherwise are the same settings
+    again = CalibrationUnit.from_state(state, config=_config(quantiles=" 0.1, 0.5 ,0.9"))
+    assert again.clf.calibration_size == unit.clf.calibration_size == 50
+
+
+def test_the_fingerprint_binds_a_regression_state_to_its_task():
+    unit, _ = _unit(_config())
+    binary = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none",
+                                   window=300)  # fmt: skip
+    with pytest.raises(CheckpointError, match="task='regression' but .* task='binary'"):
+        CalibrationUnit.from_state(full_state(unit), config=binary)
+    # a binary state has no regression settings to be bound to
+    assert "interval_coverage" not in CalibrationUnit(binary).to_state()["fingerprint"]
+
+
 def test_config_rules():
-    with pytest.raises(ValueError, match="by .* not supported with --task regression"):
-        _config(by="x1").validate()
+    # --by's memory bound and pooled fallback are the classifiers': refused, saying why
+    for by in ("x1", "shop"):
+        with pytest.raises(ValueError, match=r"by \(--by\) is not supported with --task "
+                           r"regression: .* no --max-categories bound .* no pooled answer"):
+            _config(by=by).validate()
     with pytest.raises(ValueError, match="model 'gnb' is a classifier"):
         _config(model="gnb").validate()
     with pytest.raises(ValueError, match="quantiles must be comma-separated levels"):

@@ -14,6 +14,11 @@ Figures (PNG files in the output folder, also embedded in the page so it can be 
   one-vs-rest band of every class, one row each; the other figures are then of the top
   label ("the predicted class is right"): ``reliability.png`` is the top-label
   reliability diagram and ``band.png`` mean top-label p0 <= accuracy <= mean p1;
+* a regression run's (``--task regression``; ``regression_figures``), in place of the
+  four above: ``coverage.png`` (the interval's coverage over time against its nominal
+  coverage), ``crps.png`` (the CRPS over time, the interval's width and score) and
+  ``pit.png`` (the PIT histogram and the calibration of each quantile); its verdict is
+  the coverage's, not Corollary 1's;
 * ``alarm.png`` (metric logs with the alarm, ``docs/alerts.md``): the log of the alarm's
   conformal test martingale over labels, its alarm level ln(1/alpha), the moment the
   alarm fired and where the change began (its onset); with protection the loss figure
@@ -52,13 +57,19 @@ from streamcal.monitoring.report.figures import (
 )
 from streamcal.monitoring.report.inputs import ReportInput, read_input
 from streamcal.monitoring.report.page import page, unit_key
+from streamcal.monitoring.report.regression_figures import (
+    REGRESSION_FIGURES,
+    draw_regression_figures,
+)
 from streamcal.monitoring.report.verdicts import (
     SAMPLING_ERROR_SE,
     alarm_moment,
     alarm_onset,
     alarm_verdict,
     corollary1_verdict,
+    coverage_verdict,
     has_values,
+    is_regression,
     summary,
 )
 
@@ -73,12 +84,14 @@ __all__ = [
     "CATEGORY_FIGURE",
     "CLASS_FIGURE",
     "FIGURES",
+    "REGRESSION_FIGURES",
     "alarm_figure",
     "alarm_moment",
     "alarm_onset",
     "alarm_verdict",
     "band_figure",
     "category_band_figure",
+    "coverage_verdict",
     "has_values",
     "loss_figure",
     "reliability_figure",
@@ -119,9 +132,10 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     last = report.last
-    extra = draw_figures(report.log, last, out, report.categories, report.classes)
+    main = draw_regression_figures if is_regression(last) else None
+    names = draw_figures(report.log, last, out, report.categories, report.classes, main)
     html = page(last, source=report.source, kind=report.kind,
-                title=title or "streamcal calibration report", out=out, extra=extra,
+                title=title or "streamcal calibration report", out=out, figures=names,
                 units=report.units, categories=report.categories,
                 classes=report.classes)  # fmt: skip
     path = out / "report.html"

@@ -224,10 +224,16 @@ def alarm_figure(log, path: Path) -> None:
         ax.axvline(onset, color="black", lw=1.0, ls=":",
                    label=f"change began near label {onset:g}")  # fmt: skip
     ax.axhline(0, color="black", lw=0.6)
+    _finish(fig, ax, path, "log S (natural log)", "upper left")
+
+
+def _finish(fig, ax, path: Path, ylabel: str, loc: str) -> None:
+    """Label the one panel ``ax`` of ``fig`` over labels, grid it, give it its legend
+    (at ``loc``) and save the figure."""
     ax.set_xlabel("labelled events")
-    ax.set_ylabel("log S (natural log)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.legend(fontsize=8, frameon=False, loc=loc)
     _save(fig, path)
 
 
@@ -297,14 +303,21 @@ def require_matplotlib() -> None:
     _figure()
 
 
-def draw_figures(log, last: dict, out: Path, categories=(), classes=()) -> tuple[str, ...]:
-    """Draw every figure of ``log`` (``last``: its last line, as the tables show it) into
-    ``out``: ``FIGURES``, then the ones it has data for, whose names it returns."""
+def _binary_figures(log, last: dict, out: Path) -> tuple[str, ...]:
     reliability_figure(last, out / "reliability.png")
     loss_figure(log, out / "loss.png")
     width_figure(log, out / "width.png")
     band_figure(log, out / "band.png")
-    extra = ()
+    return FIGURES
+
+
+def draw_figures(log, last: dict, out: Path, categories=(), classes=(),
+                 main=None) -> tuple[str, ...]:  # fmt: skip
+    """Draw every figure of ``log`` (``last``: its last line, as the tables show it) into
+    ``out`` and return their names: the run's own, ``main(log, last, out)`` (``FIGURES``
+    by default; a regression run's are ``regression_figures``'), then the ones it has
+    data for."""
+    extra = (_binary_figures if main is None else main)(log, last, out)
     if categories:
         category_band_figure(categories, out / CATEGORY_FIGURE)
         extra += (CATEGORY_FIGURE,)

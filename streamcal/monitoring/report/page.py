@@ -12,13 +12,19 @@ from streamcal.monitoring.report.figures import (
     ALARM_FIGURE,
     CATEGORY_FIGURE,
     CLASS_FIGURE,
-    FIGURES,
+)
+from streamcal.monitoring.report.regression_figures import (
+    COVERAGE_FIGURE,
+    CRPS_FIGURE,
+    PIT_FIGURE,
 )
 from streamcal.monitoring.report.verdicts import (
     SAMPLING_ERROR_SE,
     alarm_verdict,
     corollary1_verdict,
+    coverage_verdict,
     has_values,
+    is_regression,
 )
 
 __all__ = ["page", "unit_key"]
@@ -107,7 +113,33 @@ _READING = {
         "vertical line is the alarm, the dotted one where the change began (where log S was "
         "last at its lowest before it); from there on, prefer the protected probability "
         "(green in the loss figure, with protection) to p. With several units the curve is "
-        "the largest unit's log S."
+        "the largest unit's log S. For a regression run it bets on the residuals of frozen "
+        "copies of the model: the assumption the intervals' coverage rests on."
+    ),
+    COVERAGE_FIGURE: (
+        "Regression: the share of labels inside their predicted interval [lo, hi], "
+        "cumulative (thick) and over the last window (thin), log time axis, against the "
+        "coverage the intervals claim (dashed) and the grey band of "
+        f"±{SAMPLING_ERROR_SE} standard errors of a cumulative coverage around it. On an "
+        "exchangeable stream a conformal interval covers with at least its probability "
+        "(a little more: its ends are ranks of the residuals held, rounded outwards); a "
+        "curve below the band means the intervals are too narrow: drift, or a model that "
+        "changed faster than the window of residuals."
+    ),
+    CRPS_FIGURE: (
+        "Left: the mean CRPS of the predictive distributions at their labels (lower is "
+        "better; in the label's units), cumulative and over the last window: it falls as "
+        "the model learns, a rising thin curve is a recent change. Right: the interval's "
+        "mean width and its interval score (width plus 2/alpha times each miss, alpha = 1 "
+        "- nominal coverage: it punishes intervals that are narrow by missing)."
+    ),
+    PIT_FIGURE: (
+        "Left: the PIT Q(y) of each label (where it fell in its predictive distribution) "
+        "as a histogram: flat, within the grey band of "
+        f"±{SAMPLING_ERROR_SE} standard errors, when the distributions are calibrated; a "
+        "U shape means too narrow, a hump too wide, a slope a biased centre. Right, from "
+        "the same PITs: the share of labels below the predicted q-quantile at each q, on "
+        "the diagonal when every quantile is calibrated."
     ),
     "band.png": (
         "Corollary 1 of Vovk & Petej (2014), log time axis: on an exchangeable stream the "
@@ -149,6 +181,8 @@ def unit_key(unit: str):
     return (0, int(unit), "") if unit.isdigit() else (1, 0, unit)
 
 
+_UNIT_REGRESSION_COLUMNS = ("events", "labels", "dead_letters", "interval_coverage",
+                             "coverage", "crps", "interval_width")  # fmt: skip
 # With protection and the alarm, each unit's own: the alarm is per unit.
 _UNIT_PROTECTION_COLUMNS = ("protected_log_loss",)
 _UNIT_ALARM_COLUMNS = ("log_martingale", "alarm", "alarm_at")
@@ -157,7 +191,10 @@ _UNIT_ALARM_COLUMNS = ("log_martingale", "alarm", "alarm_at")
 def _units_html(units: dict, total: dict) -> str:
     if len(units) < 2:
         return ""
-    columns = _UNIT_COLUMNS
+    regression = is_regression(total)
+    columns = _UNIT_REGRESSION_COLUMNS if regression else _UNIT_COLUMNS
+    verdict, verdict_name = ((coverage_verdict, "coverage verdict") if regression
+                             else (corollary1_verdict, "Corollary 1"))  # fmt: skip
     if has_values(units.values(), "protected_log_loss"):
         columns += _UNIT_PROTECTION_COLUMNS
     if has_values(units.values()):
@@ -170,25 +207,53 @@ def _units_html(units: dict, total: dict) -> str:
             f'<tr data-unit="{html.escape(unit)}"><td>{html.escape(unit)}</td>'
             f"<td>{html.escape(str(line.get('instance') or ''))}</td>"
             + "".join(_cell(line, k) for k in columns)
-            + f"<td>{html.escape(corollary1_verdict(line))}</td></tr>"
+            + f"<td>{html.escape(verdict(line))}</td></tr>"
         )
     rows += (
         '<tr data-unit="total"><th>total</th><th></th>'
         + "".join(_cell(total, k) for k in columns)
-        + f"<td>{html.escape(corollary1_verdict(total))}</td></tr>"
+        + f"<td>{html.escape(verdict(total))}</td></tr>"
     )
     return (
         '<h2>Units</h2>\n<p class="note">Each unit of calibration (a partition, with '
         "<code>--scope partition</code>) is a Venn predictor on its own; its newest line, "
         "from whichever instance held it last. The total pools them (the tables above).</p>"
-        f"<table><tr><th>unit</th><th>instance</th>{head}<th>Corollary 1</th></tr>"
+        f"<table><tr><th>unit</th><th>instance</th>{head}<th>{verdict_name}</th></tr>"
         f"{rows}</table>\n"
     )
 
 
+# A regression run's summary: the claim "the interval covers" has one probability, so its
+# losses and Corollary 1 band (the binary tables) are left out; its coverage is here.
+_COVERAGE = ("interval_coverage", "coverage", "recent_coverage")
+_NOT_REGRESSION = (*_COVERAGE, "raw_labels")  # no raw score either
+
+
+def _regression_tables(last: dict, rows: str) -> str:
+    """A regression run's summary: its fields (``rows``), then the coverage with its
+    verdict."""
+    verdicts = (f'<tr><td>coverage verdict</td><td data-key="coverage_verdict">'
+                f"{html.escape(coverage_verdict(last))}</td></tr>")  # fmt: skip
+    if alarm_verdict(last) is not None:
+        verdicts += ('<tr><td>calibration alarm</td><td data-key="calibration_alarm">'
+                     f"{html.escape(alarm_verdict(last))}</td></tr>")  # fmt: skip
+    band = "".join(
+        f"<tr><td>{html.escape(schema.field(k).title)}</td>{_cell(last, k)}</tr>" for k in _COVERAGE
+    )
+    return f"<table>{rows}</table>\n<table>{band}{verdicts}</table>"
+
+
 def _summary_tables(last: dict) -> str:
     """The three summary tables of the last line: its fields, the losses, the band with
-    the verdicts."""
+    the verdicts (a regression run's: ``_regression_tables``)."""
+    if is_regression(last):
+        rows = "".join(
+            f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
+            for f in _summary_fields()
+            if f.key not in _NOT_REGRESSION
+            and (last.get(f.key) is not None or f.key == "labels")
+        )
+        return _regression_tables(last, rows)
     rows = "".join(
         f"<tr><td>{html.escape(f.title)}</td>{_cell(last, f.key)}</tr>"
         for f in _summary_fields()
@@ -235,7 +300,7 @@ def _figures_html(last: dict, out: Path, names) -> str:
             f'<figcaption class="note">{html.escape(reading)} '
             f'(<a href="{name}">{name}</a>)</figcaption></figure>\n'
         )
-    if not last.get("reliability"):
+    if not last.get("reliability") and "reliability.png" in names:
         figures = (
             '<p class="note">This metric log carries no reliability bins (the processor writes '
             "them with <code>snapshot(reliability=True)</code>), so the reliability diagrams are "
@@ -244,11 +309,10 @@ def _figures_html(last: dict, out: Path, names) -> str:
     return figures
 
 
-def page(last: dict, source: str, kind: str, title: str, out: Path, extra=(), units=None,
+def page(last: dict, source: str, kind: str, title: str, out: Path, figures=(), units=None,
          categories=(), classes=()) -> str:  # fmt: skip
     """The HTML page of a report whose last (or pooled) line is ``last``, of the input
-    ``source`` (``kind``: what it was); its figures are ``FIGURES`` and ``extra``, drawn
-    in ``out``."""
+    ``source`` (``kind``: what it was); its ``figures`` (names) are drawn in ``out``."""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -261,6 +325,6 @@ def page(last: dict, source: str, kind: str, title: str, out: Path, extra=(), un
 {"<h2>Per category</h2>" + _category_table(categories) if categories else ""}
 {"<h2>Per class</h2>" + _category_table(classes, schema.CLASS) if classes else ""}
 {_units_html(units or {}, last)}<h2>Figures</h2>
-{_figures_html(last, out, FIGURES + tuple(extra))}
+{_figures_html(last, out, tuple(figures))}
 </body></html>
 """

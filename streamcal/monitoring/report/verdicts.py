@@ -16,7 +16,9 @@ __all__ = [
     "alarm_onset",
     "alarm_verdict",
     "corollary1_verdict",
+    "coverage_verdict",
     "has_values",
+    "is_regression",
     "summary",
 ]
 
@@ -82,11 +84,55 @@ def corollary1_verdict(last: dict) -> str:
         return "no labels yet"
     if p0 <= f <= p1:
         return "holds: mean p0 <= frequency <= mean p1"
+    k, side = _distance(n, p0, f, p1)
+    side = f"{side} mean p0" if side == "below" else f"{side} mean p1"
+    return f"{_head(k)}: frequency is {k:.1f} SE {side}"
+
+
+def _distance(n: int, lo: float, f: float, hi: float) -> tuple[float, str]:
+    """How far the frequency ``f`` of n labels lies outside [lo, hi], in its standard
+    errors, and on which side ("below" or "above")."""
     se = math.sqrt(max(f * (1 - f), 1.0 / n) / n)
-    k, side = ((p0 - f) / se, "below mean p0") if f < p0 else ((f - p1) / se, "above mean p1")
+    return ((lo - f) / se, "below") if f < lo else ((f - hi) / se, "above")
+
+
+def _head(k: float) -> str:
     limit = SAMPLING_ERROR_SE
-    head = f"holds within sampling error (at most {limit} SE)" if k <= limit else "violated"
-    return f"{head}: frequency is {k:.1f} SE {side}"
+    return f"holds within sampling error (at most {limit} SE)" if k <= limit else "violated"
+
+
+def is_regression(last: dict) -> bool:
+    """Whether ``last`` is a regression run's line (``--task regression``: its interval's
+    nominal coverage is set once a label came)."""
+    return last.get("interval_coverage") is not None
+
+
+def coverage_verdict(last: dict) -> str:
+    """Where a regression run's interval coverage lies relative to the nominal one, in
+    standard errors of the coverage (``SAMPLING_ERROR_SE`` as for Corollary 1). A
+    conformal interval covers with at least its probability: below by more is a
+    violation; above is a wider interval than claimed (its ends are ranks of the
+    residuals held, which round outwards), said but not a violation.
+
+    >>> coverage_verdict({"labels": 1000, "interval_coverage": 0.9, "coverage": 0.9})
+    'holds: coverage 0.9 = nominal 0.9'
+    >>> coverage_verdict({"labels": 1000, "interval_coverage": 0.9, "coverage": 0.88})
+    'holds within sampling error (at most 3 SE): coverage 0.88 is 1.9 SE below nominal 0.9'
+    >>> coverage_verdict({"labels": 10000, "interval_coverage": 0.9, "coverage": 0.85})
+    'violated: coverage 0.85 is 14.0 SE below nominal 0.9'
+    >>> coverage_verdict({"labels": 10000, "interval_coverage": 0.9, "coverage": 0.95})
+    'conservative: coverage 0.95 is 22.9 SE above nominal 0.9 (intervals wider than claimed)'
+    """
+    n, c, f = (last.get(k) for k in ("labels", "interval_coverage", "coverage"))
+    if not n or c is None or f is None:
+        return "no labels yet"
+    if f == c:
+        return f"holds: coverage {f:.3g} = nominal {c:g}"
+    k, side = _distance(n, c, f, c)
+    text = f"coverage {f:.3g} is {k:.1f} SE {side} nominal {c:g}"
+    if side == "above" and k > SAMPLING_ERROR_SE:
+        return f"conservative: {text} (intervals wider than claimed)"
+    return f"{_head(k)}: {text}"
 
 
 def alarm_verdict(last: dict) -> str | None:
@@ -124,7 +170,10 @@ def summary(last: dict, categories: list[dict] = ()) -> dict:
         # summary is as it was before them.
         if f.title and f.key in last and (last[f.key] is not None or not f.only_with)
     }
-    out["corollary1"] = corollary1_verdict(last)
+    if is_regression(last):  # Corollary 1 of the claim "it covers" is the coverage's
+        out["coverage_verdict"] = coverage_verdict(last)
+    else:
+        out["corollary1"] = corollary1_verdict(last)
     if alarm_verdict(last) is not None:
         out["calibration_alarm"] = alarm_verdict(last)
     if categories:

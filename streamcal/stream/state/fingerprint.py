@@ -61,7 +61,9 @@ FINGERPRINT = (
 def fingerprint_of(config) -> dict:
     """The fingerprint a unit's state records: ``config``'s ``FINGERPRINT`` settings as
     its task keeps them."""
-    return task_of(config).fingerprint({k: getattr(config, k) for k in FINGERPRINT})
+    task = task_of(config)
+    shared = task.fingerprint({k: getattr(config, k) for k in FINGERPRINT})
+    return {**shared, **task.own_fingerprint(config)}
 
 
 def check_fingerprint(state: dict, config) -> None:
@@ -84,6 +86,9 @@ def check_fingerprint(state: dict, config) -> None:
         ("task", task, config.task),
         ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
     ]
+    # the task's own (the same task: compared above first)
+    own = task_of(config).own_fingerprint(config)
+    pairs += [(k, fingerprint.get(k), v) for k, v in own.items()]
     now = config.classifier_settings()
     try:
         saved = settings_of(fingerprint)

@@ -30,7 +30,9 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
   ``--label-default`` as one of its labels; ``resolve_scheme(given)`` (d), the
   multiclass scheme in effect (None for the others); ``protects`` (d, False): whether
   ``--protect`` applies (then the predictions carry p_protected and the metric lines the
-  protection fields); ``fingerprint(values)`` (d): the settings a checkpoint is bound to;
+  protection fields); ``fingerprint(values)`` (d): the shared settings a checkpoint is
+  bound to, and ``own_fingerprint(config)`` (d, none): the task's own (a restart with
+  another value of any is refused);
 * ``classifier_class()``, ``new_classifier()`` and ``classifier_from_state(state, clf,
   labels)``: the learner, new and from a checkpoint;
 * per record: ``predict(clf, ev)`` (the prediction message and what waits), ``pack`` /

@@ -24,7 +24,9 @@ from streamcal.stream.tasks.task import (
     Task,
     fresh_alarm,
     pack_category,
+    pack_time,
     unpack_category,
+    unpack_time,
 )
 
 __all__ = ["BinaryTask", "PendingPrediction", "TASK"]
@@ -126,8 +128,7 @@ class BinaryTask(Task):
         flags = (_HAS_PP if pp is not None else 0) | (_HAS_CATEGORY if category is not None else 0)
         out = NUMBERS4.pack(flags | (HAS_TIME if time is not None else 0), pred.p0, pred.p1,
                             pred.p, pred.score)  # fmt: skip
-        if time is not None:
-            out += DOUBLE.pack(time)
+        out += pack_time(time)
         if pp is not None:
             out += DOUBLE.pack(pp)
         if category is not None:
@@ -136,16 +137,12 @@ class BinaryTask(Task):
 
     def unpack(self, data: bytes) -> PendingPrediction:
         flags, p0, p1, p, score = NUMBERS4.unpack_from(data)
-        at = NUMBERS4.size
-        pp = category = time = None
-        if flags & HAS_TIME:
-            time = DOUBLE.unpack_from(data, at)[0]
-            at += 8
+        time, at = unpack_time(data, NUMBERS4.size, flags)
+        pp = None
         if flags & _HAS_PP:
             pp = DOUBLE.unpack_from(data, at)[0]
             at += 8
-        if flags & _HAS_CATEGORY:
-            category, at = unpack_category(data, at)
+        category, at = unpack_category(data, at) if flags & _HAS_CATEGORY else (None, at)
         x = self.codec.unpack(data, at)[0]
         return PendingPrediction(x, p0, p1, p, score, category, pp, time)
 

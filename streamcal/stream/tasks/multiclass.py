@@ -20,13 +20,14 @@ from streamcal.stream.messages import decode_class_label
 from streamcal.stream.models import BINARY_ONLY, SCORE_PREFIX
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.tasks.task import (
-    DOUBLE,
     HAS_TIME,
     LENGTH,
     NUMBERS4,
     VERSION,
     Task,
     fresh_alarm,
+    pack_time,
+    unpack_time,
 )
 
 __all__ = ["MulticlassTask", "PendingMulticlass", "TASK"]
@@ -87,12 +88,6 @@ class MulticlassTask(Task):
 
         return given or DEFAULT_SCHEME
 
-    @staticmethod
-    def fingerprint(values: dict) -> dict:
-        # No protection here: bound to the alarm's settings only (--protect is as a state
-        # from before protection: either).
-        return {**values, "protect": None}
-
     # ------------------------------------------------------------------ what it makes
     @staticmethod
     def classifier_class():
@@ -149,18 +144,12 @@ class MulticlassTask(Task):
         rest = orjson.dumps([pred.label, pred.proba, pred.scores, pred.intervals, pred.category])
         flags = HAS_TIME if time is not None else 0
         head = NUMBERS4.pack(flags, pred.p0, pred.p1, pred.p, 0.0) + LENGTH.pack(len(rest))
-        if time is not None:
-            head += DOUBLE.pack(time)
-        return head + rest + self.codec.pack(pred.x)
+        return head + pack_time(time) + rest + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingMulticlass:
         flags, p0, p1, p, _ = NUMBERS4.unpack_from(data)
-        at = NUMBERS4.size + 4
         n = LENGTH.unpack_from(data, NUMBERS4.size)[0]
-        time = None
-        if flags & HAS_TIME:
-            time = DOUBLE.unpack_from(data, at)[0]
-            at += 8
+        time, at = unpack_time(data, NUMBERS4.size + LENGTH.size, flags)
         label, proba, scores, intervals, category = orjson.loads(data[at : at + n])
         if intervals is not None:
             intervals = {c: tuple(pair) for c, pair in intervals.items()}

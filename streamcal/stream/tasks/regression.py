@@ -31,12 +31,13 @@ from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_recor
 from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
 from streamcal.stream.packing import FeatureCodec
 from streamcal.stream.tasks.task import (
-    DOUBLE,
     HAS_TIME,
     VERSION,
     Task,
     pack_category,
+    pack_time,
     unpack_category,
+    unpack_time,
 )
 
 __all__ = ["PendingRegression", "RegressionTask", "StreamRegressor", "TASK",
@@ -162,11 +163,25 @@ class RegressionTask(Task):
     # ------------------------------------------------------------------ the settings
     @classmethod
     def check_settings(cls, config) -> None:
-        """The regression rules: no ``--scheme``, no ``--by`` (not built yet), a model
-        that is the default or ``module:function``."""
+        """The regression rules: no ``--scheme``, no ``--by``, a model that is the default
+        or ``module:function``.
+
+        ``--by`` promises what the regressor cannot keep yet: a memory bound
+        (``--max-categories``: the least recently labelled category evicted; the
+        regressor keeps every key's residuals and, with the alarm, two copies of the
+        model per key, for good) and a pooled answer for a category with few labels
+        (``--min-category``, ``--fallback``: the regressor has no pooled residuals
+        beside the keys', so a new category's interval would stay unbounded until it
+        holds some 20 residuals in each bin). Refused rather than run without them."""
         super().check_settings(config)
         if config.by is not None:
-            raise ValueError("by (--by) is not supported with --task regression yet")
+            raise ValueError(
+                "by (--by) is not supported with --task regression: the regressor has no "
+                "--max-categories bound (its memory would grow with every value of the "
+                "field) and no pooled answer for a category with few labels "
+                "(--min-category, --fallback); run without --by (the intervals are then "
+                "calibrated over the whole stream; the field can be a feature of the model)"
+            )
         if config.model != DEFAULT_MODEL and (":" not in config.model
                                               or config.model.startswith("score:")):  # fmt: skip
             raise ValueError(
@@ -192,8 +207,18 @@ class RegressionTask(Task):
         return y
 
     @staticmethod
-    def fingerprint(values: dict) -> dict:
-        return {**values, "protect": None}  # no protection: bound to the alarm's settings
+    def own_fingerprint(config) -> dict:
+        """``--interval-coverage`` (what waits holds its interval, the tracker its claim) and
+        ``--quantiles`` (by their levels: "0.1, 0.9" is "0.1,0.9"). The residuals' window
+        and ``--by`` are the classifiers' settings, bound as theirs; the bins are fixed.
+
+        >>> from streamcal.stream.config import ProcessorConfig
+        >>> RegressionTask.own_fingerprint(ProcessorConfig.build(task="regression",
+        ...     interval_coverage=0.8, quantiles="0.1, 0.9"))
+        {'interval_coverage': 0.8, 'quantiles': [0.1, 0.9]}
+        """
+        return {"interval_coverage": config.interval_coverage,
+                "quantiles": list(quantile_levels(config.quantiles))}  # fmt: skip
 
     # ------------------------------------------------------------------ what it makes
     @staticmethod
@@ -239,21 +264,15 @@ class RegressionTask(Task):
             HAS_TIME if time is not None else 0
         )
         out = _NUMBERS5.pack(flags, pred.y_model, pred.sigma, pred.tau, pred.lo, pred.hi)
-        if time is not None:
-            out += DOUBLE.pack(time)
+        out += pack_time(time)
         if pred.category is not None:
             out += pack_category(pred.category)
         return out + self.codec.pack(pred.x)
 
     def unpack(self, data: bytes) -> PendingRegression:
         flags, y_model, sigma, tau, lo, hi = _NUMBERS5.unpack_from(data)
-        at = _NUMBERS5.size
-        category = time = None
-        if flags & HAS_TIME:
-            time = DOUBLE.unpack_from(data, at)[0]
-            at += 8
-        if flags & _HAS_CATEGORY:
-            category, at = unpack_category(data, at)
+        time, at = unpack_time(data, _NUMBERS5.size, flags)
+        category, at = unpack_category(data, at) if flags & _HAS_CATEGORY else (None, at)
         x = self.codec.unpack(data, at)[0]
         return PendingRegression(x, y_model, sigma, tau, lo, hi, category, time)
 

@@ -23,7 +23,8 @@ from streamcal.stream.messages import decode_event
 from streamcal.stream.models import SCORE_PREFIX, make_model
 from streamcal.stream.packing import FeatureCodec
 
-__all__ = ["Task", "fresh_alarm", "pack_category", "unpack_category"]
+__all__ = ["Task", "fresh_alarm", "pack_category", "pack_time", "unpack_category",
+           "unpack_time"]  # fmt: skip
 
 VERSION = streamcal.__version__
 # The fixed head of what waits: flags, p0, p1, p, score
@@ -34,6 +35,24 @@ NUMBERS4 = struct.Struct("<B4d")
 HAS_TIME = 4
 DOUBLE = struct.Struct("<d")
 LENGTH = struct.Struct("<I")
+
+
+def pack_time(time: float | None) -> bytes:
+    """The event's time (record time, s) as what waits holds it after its numbers (the
+    flag ``HAS_TIME`` says it is there); nothing for None."""
+    return b"" if time is None else DOUBLE.pack(time)
+
+
+def unpack_time(data: bytes, at: int, flags: int) -> tuple:
+    """(the time ``pack_time`` put at ``at`` of ``data``, or None without ``HAS_TIME`` in
+    ``flags``: kept by an older version; the offset after it).
+
+    >>> unpack_time(b"x" + pack_time(2.5), 1, HAS_TIME), unpack_time(b"x", 1, 0)
+    ((2.5, 9), (None, 1))
+    """
+    if not flags & HAS_TIME:
+        return None, at
+    return DOUBLE.unpack_from(data, at)[0], at + DOUBLE.size
 
 
 def pack_category(category) -> bytes:
@@ -109,10 +128,19 @@ class Task:
             + (schema.ALARM,) * bool(config.alarm)
         )
 
+    @classmethod
+    def fingerprint(cls, values: dict) -> dict:
+        """The shared settings a checkpoint of this task is bound to (``values``, by name).
+        A task without protection is bound to the alarm's settings only: its ``protect``
+        is None, as a state's from before protection (either setting resumes it)."""
+        return values if cls.protects else {**values, "protect": None}
+
     @staticmethod
-    def fingerprint(values: dict) -> dict:
-        """The settings a checkpoint of this task is bound to (``values``, by name)."""
-        return values
+    def own_fingerprint(config) -> dict:
+        """The settings of this task alone that change what its checkpoint holds or what
+        it predicts, by name, as the checkpoint keeps them (plain data; compared with
+        ``==`` at a restart, so a value is put in one form: ``--quantiles`` as its levels)."""
+        return {}
 
     # ------------------------------------------------------------------ what it makes
     @classmethod
