@@ -282,8 +282,8 @@ class UnitStates:
         Checkpoint(self, outbox).save(units, {u.unit for u in units} if final else ())
 
     def _commit_stores(self, staged) -> None:
-        """Commit each ``(unit, state)``'s store (with exactly-once, after the Kafka
-        commit: ``Checkpoint.save``)."""
+        """Commit each ``(unit, state)``'s store: ``Checkpoint.save`` with exactly-once,
+        after the Kafka commit (the crash test between the two commits hooks this name)."""
         for unit, state in staged:
             self.commit_store(unit, state)
 
