@@ -78,7 +78,8 @@ log = logging.getLogger(__name__)
 class ExactlyOnce:
     """The processor's side of the protocol: which input was committed (``resume``), the
     outputs to drop while it is read again (``mute``), and the commit of a checkpoint's
-    transaction (``commit``). ``inputs``: the processor's ``Inputs``; ``out``: its
+    transaction (``commit``: ``streamcal.stream.checkpointing`` orders it with the rest
+    of a checkpoint). ``inputs``: the processor's ``Inputs``; ``out``: its
     transactional outbox."""
 
     def __init__(self, inputs, out):
@@ -103,20 +104,12 @@ class ExactlyOnce:
                 behind.append((tp.topic, tp.partition, local or 0, c))
             elif local is not None and (c is None or local > c):
                 ahead.append((tp.topic, tp.partition, local, c))
-        if behind:
-            log.warning(
-                "the local state is behind what Kafka committed (a crash between the two "
-                "commits, or an older local state): reading again without output %s",
-                ", ".join(f"{t}[{p}] {lo}..{c - 1}" for t, p, lo, c in behind),
-                extra={"event": "replay_committed", "partitions": behind},
-            )  # fmt: skip
-        if ahead:
-            log.warning(
-                "the local state is ahead of the offsets committed to the group (an earlier "
-                "at-least-once run, or offsets reset or expired): resuming from it %s",
-                ", ".join(f"{t}[{p}] {lo} > {c}" for t, p, lo, c in ahead),
-                extra={"event": "local_ahead", "partitions": ahead},
-            )  # fmt: skip
+        _warn(behind, "replay_committed", lambda t, p, lo, c: f"{t}[{p}] {lo}..{c - 1}",
+              "the local state is behind what Kafka committed (a crash between the two "
+              "commits, or an older local state): reading again without output")  # fmt: skip
+        _warn(ahead, "local_ahead", lambda t, p, lo, c: f"{t}[{p}] {lo} > {c}",
+              "the local state is ahead of the offsets committed to the group (an earlier "
+              "at-least-once run, or offsets reset or expired): resuming from it")  # fmt: skip
 
     def resume_units(self, units, offset_of) -> None:
         """``resume`` for the input partitions of ``units`` (with ``--scope global``: every
@@ -158,3 +151,11 @@ class ExactlyOnce:
         ``TransactionAborted`` or ``Fenced`` from the outbox)."""
         self.out.muted = False
         self.out.commit(self.offsets(units), self.inputs.group())
+
+
+def _warn(partitions: list, event: str, each, text: str) -> None:
+    """Log ``text`` and ``partitions`` (``(topic, partition, local, committed)``, each as
+    ``each`` writes it), if there are any; ``event`` keys the record (JSON logs)."""
+    if partitions:
+        log.warning("%s %s", text, ", ".join(each(*row) for row in partitions),
+                    extra={"event": event, "partitions": partitions})  # fmt: skip

@@ -13,18 +13,19 @@ is at least once and idempotent by key: after a crash the records since a unit's
 checkpoint are processed again from the same state, in the same order, so the
 predictions re-emitted are identical to the first ones. With ``--processing-guarantee
 exactly-once`` each checkpoint interval's outputs and input offsets are one Kafka
-transaction, committed before the units' stores (``streamcal.stream.exactly_once``).
+transaction, committed before the units' stores (``streamcal.stream.exactly_once``). Every
+checkpoint is committed through one ``Checkpoint`` (``streamcal.stream.checkpointing``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import socket
 import threading
 import time
 
+from streamcal.stream.checkpointing import Checkpoint
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.gc_tuning import GcTuning
@@ -34,15 +35,12 @@ from streamcal.stream.kafka.fingerprints import LogCheck
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
 from streamcal.stream.kafka.kafka_python import quiet_false_alarms
-from streamcal.stream.kafka.sink import TransactionAborted
 from streamcal.stream.metrics import MergeCounts, MetricEmitter, prometheus_exporter, total
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.state.units import UnitStates
 from streamcal.stream.unit import GLOBAL_UNIT, CalibrationUnit, TopicRank
 
 __all__ = ["Processor", "CalibrationUnit", "CheckpointError", "GroupError"]
-
-log = logging.getLogger(__name__)
 
 _BURST = 256  # records handled between two looks at the clock, flags and timers
 
@@ -66,15 +64,14 @@ class Processor:
         self.units = self.states.held  # unit id (GLOBAL_UNIT, or a partition) -> unit
         self.metrics = MetricEmitter(config, self.instance, prometheus_exporter(config))
         # Run-time parts: set up by run(), but defined here so that every public method
-        # (metric_line, metrics_port, checkpoint) works on a processor that never ran.
+        # (metric_line, metrics_port, checkpoint_all) works on a processor that never ran.
         self._out = None  # Outbox or ProducerProcess, while running
         self._inputs: Inputs | None = None  # while running
         self._eos: ExactlyOnce | None = None  # while running with exactly-once
-        self._log_check: LogCheck | None = None  # while running: the fingerprints
+        self._checkpoint = Checkpoint(self.states)  # while running: with the clients
         self.merge_counts = counts = MergeCounts()  # by their names of old, too:
         self.late_arrivals, self.lost_input, self.skipped_offsets = (
             counts.late, counts.lost, counts.skipped)  # fmt: skip
-        self._last_checkpoint_at = time.monotonic()
         self.restored = False
         if config.scope == "global":
             self.restored = self._adopt([GLOBAL_UNIT])
@@ -118,43 +115,11 @@ class Processor:
         # next owner resumes from the checkpoints). Each unit's line first, as a stop does.
         self.metrics.emit_all({u: self.units[u] for u in units if u in self.units},
                               self.merge_counts)  # fmt: skip
-        self.states.release(units, self._out, self._transaction())
-
-    def _transaction(self):
-        """What commits a checkpoint's transaction, with exactly-once while running."""
-        return self._eos.commit if self._eos is not None else None
-
-    def checkpoint(self, final: bool = False) -> None:
-        """Flush outputs, write the states of the units changed since the last checkpoint
-        (with the offsets they correspond to), commit the offsets. With exactly-once: the
-        units' state-topic records and offsets go into the transaction, which is committed
-        before their stores (``TransactionAborted``, ``Fenced`` if it fails: then no store
-        is committed)."""
-        transaction = self._transaction()
-        if self._log_check is not None:  # what is saved was read from the log there is
-            self._log_check.check()
-        changed = self.states.save_changed(self._out, final, transaction)
-        if self._inputs is not None and transaction is None:
-            self._inputs.commit({tp: o for unit in changed for tp, o in unit.offsets.items()})
-        self._last_checkpoint_at = time.monotonic()
-
-    def _rewind(self, reason: Exception) -> None:
-        """Exactly-once, after an aborted transaction: the units go back to their stores'
-        last commit, the offsets committed to the group say what to read again without
-        output (``ExactlyOnce.resume``), and reading resumes from the units' offsets."""
-        log.warning("%s; going back to the last checkpoint", reason,
-                    extra={"event": "transaction_aborted"})  # fmt: skip
-        held = list(self.units)
-        self.states.drop(held)
-        if held:
-            self._adopt(held)
-        self._inputs.remerge(self.states.offset)
-        self._last_checkpoint_at = time.monotonic()
+        self._checkpoint.release(units)
 
     def checkpoint_all(self) -> None:
         """Checkpoint every unit held (the final checkpoint)."""
-        self.states.changed = set(self.units)
-        self.checkpoint(final=True)
+        self._checkpoint.commit_all()
 
     def close(self) -> None:
         """Close the units' stores, dropping what is uncommitted (counters stay readable)."""
@@ -183,16 +148,18 @@ class Processor:
         last unit, with ``--scope partition``)."""
         cfg = self.config
         self.metrics.start(self.units, on_metrics)
-        self._last_checkpoint_at = time.monotonic()
         self.states.changed = set()
         ranks = {cfg.events_topic: TopicRank.EVENT, cfg.labels_topic: TopicRank.LABEL}
         counts = self.merge_counts
         self._inputs = inputs = Inputs(cfg, ranks, release=self._release, late=counts.late,
                                        lost=counts.lost, skipped=counts.skipped)  # fmt: skip
+        self._checkpoint = checkpoint = Checkpoint(self.states, inputs=inputs,
+                                                   interval=cfg.checkpoint_interval,
+                                                   adopt=self._adopt)  # fmt: skip
         quiet_false_alarms()
         gc_tuning = GcTuning()
         try:
-            self._out = self.metrics.outbox = self._make_outbox()
+            self._out = checkpoint.out = self.metrics.outbox = self._make_outbox()
             for unit in self.units.values():
                 unit.send = self._out.send
             if cfg.scope == "global" and cfg.global_lock:
@@ -204,10 +171,11 @@ class Processor:
             inputs.open(consumer, self.states.offset)
             if cfg.exactly_once:
                 self._eos = ExactlyOnce(inputs, self._out)
+                checkpoint.transaction = self._eos.commit
                 if cfg.scope == "global":
                     self._eos.resume_units([GLOBAL_UNIT], self.states.offset)
-            self._log_check = LogCheck(inputs, self.states, counts.lost)
-            self._log_check.check()
+            checkpoint.log_check = LogCheck(inputs, self.states, counts.lost)
+            checkpoint.log_check.check()
             return self._loop(inputs, stop_event or threading.Event(), max_idle_s, progress)
         finally:
             gc_tuning.stop()
@@ -216,7 +184,8 @@ class Processor:
     def _stop(self) -> None:
         """Close the stores (after the last checkpoint, or dropping what it lacks), the
         inputs, the outbox and the metric outputs."""
-        self._eos = self._log_check = None
+        self._eos = None
+        self._checkpoint = Checkpoint(self.states)
         self.close()
         self._inputs.close()
         self._inputs = None
@@ -237,7 +206,7 @@ class Processor:
                 if new:
                     self._adopt(new)
                 inputs.remerge(self.states.offset)
-                self._log_check.check()
+                self._checkpoint.log_check.check()
                 last_record_at = time.monotonic()
             item = inputs.next(0.2)
             if item is STALE:
@@ -254,8 +223,7 @@ class Processor:
             progress(total(self.units, "events"))
         self.checkpoint_all()
         line = self.metrics.emit_all(self.units, self.merge_counts) or self.metric_line()
-        if self._eos is not None and self._out.open:  # the final metric records: commit them
-            self._out.commit({}, None)
+        self._checkpoint.commit_outputs()  # the final metric records, with exactly-once
         return line
 
     def _handle(self, inputs: Inputs, item, progress) -> None:
@@ -288,13 +256,4 @@ class Processor:
         if self._out.failed:  # e.g. the broker restarted: recreate the producer now
             self._out.flush()
         self.metrics.emit_due(now, self.units, self.merge_counts)
-        self._log_check.check_due(now)  # also while nothing is read (a pause, a stop)
-        states = self.states
-        pending = states.changed or (self._eos is not None and self._out.open)
-        if pending and (
-            now - self._last_checkpoint_at >= self.config.checkpoint_interval or states.full()
-        ):
-            try:
-                self.checkpoint()
-            except TransactionAborted as exc:  # exactly-once: back to what was committed
-                self._rewind(exc)
+        self._checkpoint.on_time(now)

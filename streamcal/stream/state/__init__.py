@@ -12,8 +12,9 @@ Modules, one idea each:
 * ``migrations`` -- the state format, its version, and the upgrades from older ones
   (none yet).
 * ``topic`` -- ``StateTopic``: units' checkpoints as records of a Kafka topic.
-* ``units`` -- ``UnitStates``: the one owner of restoring and saving units (the local
-  store, the state topic, which one wins).
+* ``units`` -- ``UnitStates``: the one owner of restoring units (the local store, the
+  state topic, which one wins) and of their parts of a checkpoint, which
+  ``streamcal.stream.checkpointing`` commits in order.
 
 Nothing is imported here, so that importing one module does not import the others.
 """

@@ -1,4 +1,4 @@
-"""The units an instance holds, and their states: the one owner of restoring and saving.
+"""The units an instance holds, and their states: restored here, saved by a checkpoint.
 
 A unit's state is in its store (``streamcal.stream.state.kv``): the waiting entries, and
 under ``SNAPSHOT`` the rest of the unit sealed as a checkpoint is (``checkpoint.seal``:
@@ -18,12 +18,11 @@ store's snapshot and the state topic's newest rebuildable one are compared, and 
 that covers more input wins (the local one may be stale, left from an earlier turn of
 this instance); a unit taken from the topic has its store rebuilt from the changelog.
 
-Saving follows one rule: the outputs are flushed first, because a state must not cover
-records whose predictions could still be lost. Only the units changed since their last
-checkpoint are saved (``changed``, marked by the processor's loop). With exactly-once the
-rule is stronger (``streamcal.stream.exactly_once``): the outputs, the state-topic records
-and the input offsets are committed in one Kafka transaction first, and only then are the
-stores committed, so that a local state is never ahead of what Kafka committed.
+Saving is a checkpoint's (``streamcal.stream.checkpointing``: one ``Checkpoint`` owns
+the order of a commit, the outbox's, the offsets' and the stores'); here are its parts
+of a unit: its next state, its state-topic records and the commit of its store. Only the
+units changed since their last checkpoint are saved (``changed``, marked by the
+processor's loop).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
+from streamcal.stream.checkpointing import Checkpoint
 from streamcal.stream.kafka import clients
 from streamcal.stream.models import find_model
 from streamcal.stream.native_heap import NativeHeap
@@ -57,7 +57,7 @@ COMMIT_WRITES = 40_000
 
 class UnitStates:
     """The units a processor configured by ``config`` holds (``held``: unit id -> unit):
-    made, restored, saved and let go here.
+    made, restored and let go here, saved through a ``Checkpoint``.
 
     ``unit_class`` is what a unit is (a subclass may count more); ``key`` authenticates
     the checkpoints. The state topic is opened by ``open_topic`` once the outbox exists
@@ -221,23 +221,6 @@ class UnitStates:
                    "source": {k.replace(" ", "_"): v for k, v in by_source.items()}},
         )  # fmt: skip
 
-    def release(self, units: list[int], outbox=None, transaction=None) -> None:
-        """Save ``units`` and let them go (revoked from this instance). With
-        ``transaction`` (see ``save``), every changed unit is saved with them: the open
-        transaction holds the outputs of all."""
-        units = [u for u in units if u in self.held]  # assigned but never adopted: nothing
-        if not units:
-            return
-        if transaction is None:
-            self.save([self.held[u] for u in units], outbox, final=True)
-        else:
-            ids = sorted(self.changed | set(units), key=str)
-            self._save_in_transaction([self.held[u] for u in ids if u in self.held],
-                                      set(units), transaction)  # fmt: skip
-            self.changed.clear()
-        self.drop(units)
-        log.info("released units %s", units, extra={"event": "released", "units": units})
-
     def drop(self, units) -> None:
         """Let ``units`` go without saving them (what changed since their last checkpoint
         is dropped with their stores' uncommitted writes)."""
@@ -261,70 +244,50 @@ class UnitStates:
         return any(held[u].store.pending_writes >= COMMIT_WRITES
                    for u in self.changed if u in held)  # fmt: skip
 
+    def to_save(self, also=()) -> list[CalibrationUnit]:
+        """The held units changed since their last checkpoint, and ``also``, in id order."""
+        ids = self.changed.union(also)
+        return [self.held[u] for u in sorted(ids, key=str) if u in self.held]
+
+    @property
+    def durable(self) -> bool:
+        """Whether a checkpoint outlives the process (a state directory or topic)."""
+        return self.config.state_dir is not None or self.topic is not None
+
+    def next_state(self, unit) -> dict | None:
+        """The state of ``unit``'s next checkpoint, counted in it (None if not ``durable``:
+        nothing to seal)."""
+        if not self.durable:
+            return None
+        unit.checkpoints += 1
+        return unit.to_state()
+
+    def to_topic(self, unit, state, changes: dict, snapshot: bool) -> None:
+        """Send ``unit``'s checkpoint to the state topic, if there is one: ``changes`` (the
+        store's writes of this checkpoint) and, with ``snapshot`` or when due, ``state``."""
+        if self.topic is not None:
+            self.topic.save(unit.unit, state, changes, unit.store, snapshot=snapshot,
+                            held=_held(unit))  # fmt: skip
+
     def save_changed(self, outbox=None, final: bool = False,
                      transaction=None) -> list[CalibrationUnit]:  # fmt: skip
-        """Save the units changed since their last checkpoint (see ``save``); returns them."""
-        units = [self.held[u] for u in sorted(self.changed, key=str) if u in self.held]
-        if transaction is None:
-            self.save(units, outbox, final)
-        else:
-            self._save_in_transaction(units, {u.unit for u in units} if final else (),
-                                      transaction)  # fmt: skip
-        self.changed.clear()
-        self.heap.maybe_trim(time.monotonic())  # what the commits freed
-        return units
+        """Commit a checkpoint of the changed units through a ``Checkpoint``
+        (``streamcal.stream.checkpointing``) with ``outbox`` and ``transaction``, without
+        inputs: what the processor does, for the tests and benchmarks; the units."""
+        return Checkpoint(self, outbox, transaction).commit(final)
 
     def save(self, units, outbox=None, final: bool = False) -> None:
-        """Checkpoint ``units``: flush ``outbox`` first (a state must not cover records
-        whose predictions could still be lost), commit each unit's store with its sealed
-        state, send the state-topic records (with ``final``, the last of this instance:
-        the snapshot too), then flush them.
-
-        Without a state directory or topic nothing outlives the process: the stores are
-        still committed (what changed goes to disk, out of memory), without a flush."""
-        durable = self.config.state_dir is not None or self.topic is not None
-        if durable and outbox is not None:
-            outbox.flush()
-        for unit in units:
-            if durable:
-                unit.checkpoints += 1
-            state = unit.to_state() if durable else None
-            changes = self._commit(unit, state)
-            if self.topic is not None:
-                self.topic.save(unit.unit, state, changes, unit.store, snapshot=final,
-                                held=_held(unit))  # fmt: skip
-        if units and outbox is not None and self.topic is not None:
-            outbox.flush()
-
-    def _save_in_transaction(self, units, final, transaction) -> None:
-        """Checkpoint ``units`` with exactly-once: their state-topic records go into the
-        open transaction (the snapshot too for the ids in ``final``), ``transaction(units)``
-        commits it with their offsets, and only then is each store committed with its
-        sealed state. If ``transaction`` raises, no store is committed: the local states
-        stay at or behind what Kafka committed (``streamcal.stream.exactly_once``)."""
-        durable = self.config.state_dir is not None or self.topic is not None
-        staged = []
-        for unit in units:
-            if durable:
-                unit.checkpoints += 1
-            state = unit.to_state() if durable else None
-            if self.topic is not None:
-                # Before the store's commit: the delta is what it will write, the roll's
-                # slice is of the store as last committed (a delta's slice is applied
-                # before its changes, so either rebuilds the store exactly).
-                self.topic.save(unit.unit, state, unit.store.changes(), unit.store,
-                                snapshot=unit.unit in final, held=_held(unit))  # fmt: skip
-            staged.append((unit, state))
-        transaction(units)
-        self._commit_stores(staged)
+        """Commit a checkpoint of ``units`` (``Checkpoint.save``, at least once; with
+        ``final``, their state-topic snapshots too)."""
+        Checkpoint(self, outbox).save(units, {u.unit for u in units} if final else ())
 
     def _commit_stores(self, staged) -> None:
-        """Commit each ``(unit, state)``'s store, with its sealed state if there is a state
-        directory (after the Kafka commit, with exactly-once)."""
+        """Commit each ``(unit, state)``'s store: ``Checkpoint.save`` with exactly-once,
+        after the Kafka commit (the crash test between the two commits hooks this name)."""
         for unit, state in staged:
-            self._commit(unit, state)
+            self.commit_store(unit, state)
 
-    def _commit(self, unit, state) -> dict:
+    def commit_store(self, unit, state) -> dict:
         """Commit ``unit``'s store, with its sealed ``state`` and then its mark if there is a
         state directory (the commit synced first: the mark is never ahead of the store);
         the changes written."""
