@@ -136,8 +136,9 @@ class StreamcalRun:
         self._started.append(proc)
         return proc
 
-    def run(self, settings: dict, *extra: str, env=None, timeout: float = 120):
-        """Run to the end; a CompletedProcess with the output captured (bytes)."""
+    def run(self, settings: dict, *extra: str, env=None, timeout: float = 300):
+        """Run to the end; a CompletedProcess with the output captured (bytes). The timeout
+        only stops a hang: a 12,000-event run took over 120 s on a loaded 2-core machine."""
         return subprocess.run(
             streamcal_run_args(settings, *extra), env=env or checkpoint_env(),
             capture_output=True, timeout=timeout,

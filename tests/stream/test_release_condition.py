@@ -126,9 +126,11 @@ def test_a_partition_that_does_not_deliver_is_skipped_after_max_wait():
     data = {ev: [Record("ev", 0, 0, 9, None, b"")], lab: [Record("lab", 0, 0, 5, None, b"")]}
     consumer = LiveConsumer(data, {ev: [0], lab: [0]}, random.Random(2), lie=False)
     consumer.held.add(lab)
-    merge = OrderedMerge(consumer, [ev, lab], {"ev": 0, "lab": 1}, max_wait=0.05)
+    # max_wait on the wall clock, far above a call of 0.01 s even on a loaded machine (at
+    # 0.05 a worker descheduled for 50 ms saw the stall already in the first call)
+    merge = OrderedMerge(consumer, [ev, lab], {"ev": 0, "lab": 1}, max_wait=1.0)
     assert merge.next(0.01) is None and merge.stalls == 0
-    assert merge.next(1.0)[1].timestamp == 9 and merge.stalls == 1
+    assert merge.next(5.0)[1].timestamp == 9 and merge.stalls == 1
     consumer.held.clear()
     assert merge.next(0.1)[1].timestamp == 5 and merge.late_arrivals == 1
 
