@@ -53,6 +53,8 @@ class LiveConsumer:
     that partition (not for ``held`` ones), so it is stale after ``now`` moves, and with
     ``lie`` it may even read as caught up while records are readable (an unparsed fetch
     response). ``end_offsets`` tells the truth, and counts its calls in ``asked``.
+    ``pause``d partitions are neither served nor fetched (their highwater stays) until
+    ``resume``d, as a client does.
     """
 
     def __init__(self, data: dict, appear: dict, rng, most: int = 7, lie: bool = True):
@@ -61,16 +63,24 @@ class LiveConsumer:
         self.pos = dict.fromkeys(data, 0)
         self.hw = dict.fromkeys(data)
         self.held: set = set()  # partitions whose readable records are not served
+        self.paused: set = set()
         self.asked = 0
         self.polls = 0
 
     def readable(self, tp) -> int:
         return sum(1 for a in self.appear[tp] if a <= self.now)
 
+    def pause(self, *tps) -> None:
+        self.paused.update(tps)
+
+    def resume(self, *tps) -> None:
+        self.paused.difference_update(tps)
+
     def poll(self, timeout_ms=0, max_records=2000):
-        left = [tp for tp in self.data if tp not in self.held and self.pos[tp] < self.readable(tp)]
+        held = self.held | self.paused
+        left = [tp for tp in self.data if tp not in held and self.pos[tp] < self.readable(tp)]
         for tp in self.data:  # fetch responses parsed now: highwaters that go stale later
-            if tp not in self.held and (self.hw[tp] is None or self.rng.random() < 0.5):
+            if tp not in held and (self.hw[tp] is None or self.rng.random() < 0.5):
                 self.hw[tp] = self.readable(tp)
         if self.lie:  # a stale highwater, down to the position, for any partition
             for tp in self.data:
