@@ -12,7 +12,7 @@ from kafka.structs import TopicPartition as TP
 
 from streamcal.stream.unit import _Rec as Record
 
-__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record", "release_all"]
+__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record", "release_all", "step"]
 
 
 class ChunkyConsumer:
@@ -107,6 +107,16 @@ class LiveConsumer:
     def end_offsets(self, tps, timeout_ms=None):
         self.asked += 1
         return {tp: self.readable(tp) for tp in tps}
+
+
+def step(merge, consumer: LiveConsumer, rng, moves: list):
+    """One try of ``merge`` (``ready`` first, half the time, then ``next``), after moving
+    ``consumer``'s clock on by one for each poll count of ``moves`` (sorted) reached."""
+    while moves and consumer.polls >= moves[0]:
+        moves.pop(0)
+        consumer.now += 1
+    item = merge.ready() if rng.random() < 0.5 else None
+    return item or merge.next(0.01)
 
 
 def release_all(merge, use_ready=(False,), timeout: float = 60.0) -> list:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamcal.stream.kafka.ordering import OrderedMerge, size
-from tests._fakes import TP, LiveConsumer, Record
+from tests._fakes import TP, LiveConsumer, Record, step
 from tests._helpers import examples
 
 TOPICS = ("ev", "lab")
@@ -47,11 +47,7 @@ def release(data: dict, seed: int, buffer_bytes=None, phases: int = 1, moves=())
     deadline = time.monotonic() + 60
     while True:
         assert time.monotonic() < deadline, f"not drained after 60 s: {len(out)} out"
-        while moves and consumer.polls >= moves[0]:
-            moves.pop(0)
-            consumer.now += 1
-        item = merge.ready() if rng.random() < 0.5 else None
-        item = item or merge.next(0.01)
+        item = step(merge, consumer, rng, moves)
         pauses += bool(consumer.paused)
         for tp, recs in data.items():
             held = sum(size(r) for r in recs[released[tp] : consumer.pos[tp]])
