@@ -187,6 +187,7 @@ def part_m(bootstrap: str, work: Path, waiting: int, days: float, extra: list,
     out.update(run_s=round(time.monotonic() - run.started, 1), peak=run.peak,
                child_peak=run.child_peak, labels=last["labels"], waiting=last["pending"],
                expired=last["expired"], dead_letters=last["dead_letters"],
+               stalls=last.get("merge_stalls"),
                max_waiting=max(x["pending"] or 0 for x in got),
                series=rss_against_waiting(run, got), load_run=e2e.load())  # fmt: skip
     # A restart on the same state: what a process holding as many, without the history,
@@ -221,7 +222,7 @@ def report(m: dict) -> str:
            "the end)",
            f"run {m['run_s']:.0f} s: labels joined {m['labels']:,}, waiting at the end "
            f"{m['waiting']:,} (at most {m['max_waiting']:,}), expired {m['expired']}, dead "
-           f"letters {m['dead_letters']}",
+           f"letters {m['dead_letters']}, merge stalls {m['stalls']}",
            f"peak RSS {m['peak'] / MIB:,.0f} MiB (producer process {m['child_peak'] / MIB:,.0f});"
            f" a restart on the same state: {m['restart_rss'] / MIB:,.0f} MiB (peak "
            f"{m['restart_peak'] / MIB:,.0f})",

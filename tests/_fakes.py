@@ -12,7 +12,7 @@ from kafka.structs import TopicPartition as TP
 
 from streamcal.stream.unit import _Rec as Record
 
-__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record", "release_all"]
+__all__ = ["TP", "ChunkyConsumer", "LiveConsumer", "Record", "release_all", "step"]
 
 
 class ChunkyConsumer:
@@ -53,6 +53,8 @@ class LiveConsumer:
     that partition (not for ``held`` ones), so it is stale after ``now`` moves, and with
     ``lie`` it may even read as caught up while records are readable (an unparsed fetch
     response). ``end_offsets`` tells the truth, and counts its calls in ``asked``.
+    ``pause``d partitions are neither served nor fetched (their highwater stays) until
+    ``resume``d, as a client does.
     """
 
     def __init__(self, data: dict, appear: dict, rng, most: int = 7, lie: bool = True):
@@ -61,16 +63,24 @@ class LiveConsumer:
         self.pos = dict.fromkeys(data, 0)
         self.hw = dict.fromkeys(data)
         self.held: set = set()  # partitions whose readable records are not served
+        self.paused: set = set()
         self.asked = 0
         self.polls = 0
 
     def readable(self, tp) -> int:
         return sum(1 for a in self.appear[tp] if a <= self.now)
 
+    def pause(self, *tps) -> None:
+        self.paused.update(tps)
+
+    def resume(self, *tps) -> None:
+        self.paused.difference_update(tps)
+
     def poll(self, timeout_ms=0, max_records=2000):
-        left = [tp for tp in self.data if tp not in self.held and self.pos[tp] < self.readable(tp)]
+        held = self.held | self.paused
+        left = [tp for tp in self.data if tp not in held and self.pos[tp] < self.readable(tp)]
         for tp in self.data:  # fetch responses parsed now: highwaters that go stale later
-            if tp not in self.held and (self.hw[tp] is None or self.rng.random() < 0.5):
+            if tp not in held and (self.hw[tp] is None or self.rng.random() < 0.5):
                 self.hw[tp] = self.readable(tp)
         if self.lie:  # a stale highwater, down to the position, for any partition
             for tp in self.data:
@@ -97,6 +107,16 @@ class LiveConsumer:
     def end_offsets(self, tps, timeout_ms=None):
         self.asked += 1
         return {tp: self.readable(tp) for tp in tps}
+
+
+def step(merge, consumer: LiveConsumer, rng, moves: list):
+    """One try of ``merge`` (``ready`` first, half the time, then ``next``), after moving
+    ``consumer``'s clock on by one for each poll count of ``moves`` (sorted) reached."""
+    while moves and consumer.polls >= moves[0]:
+        moves.pop(0)
+        consumer.now += 1
+    item = merge.ready() if rng.random() < 0.5 else None
+    return item or merge.next(0.01)
 
 
 def release_all(merge, use_ready=(False,), timeout: float = 60.0) -> list:

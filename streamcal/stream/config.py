@@ -352,6 +352,14 @@ class ProcessorConfig(KafkaConnection):
         "join",
         AtLeast(0),
     )
+    merge_buffer: int = setting(
+        32 * 2**20,
+        "the ordered merge's buffers hold about this many bytes of records (all partitions "
+        "together): a partition past its share is paused until the merge has released half "
+        "of it (see docs/ordering.md)",
+        "join",
+        Size(),
+    )
 
     # --- metrics ---
     metrics_file: str | None = setting(

@@ -130,3 +130,31 @@ def test_a_poll_raises_the_ports_errors():
     assert not isinstance(raised.value, port.Unreadable)
     with pytest.raises(ZeroDivisionError):  # not kafka-python's: as it is
         kafka_python.Consumer(Raw(ZeroDivisionError())).poll()
+
+
+def test_records_parked_for_a_paused_partition_come_back_once_it_is_resumed(consumer):
+    """kafka-python parks the parsed records of a partition paused while they were being
+    returned; with a drained partition's records left in line, it never takes them back
+    (nor fetches that partition again) unless ``unpark`` clears the drained ones."""
+    import struct
+
+    from kafka.consumer.fetcher import Fetcher
+    from kafka.record import MemoryRecords
+
+    a, b = TopicPartition("ev", 0), TopicPartition("ev", 1)
+    consumer.assign([a, b])
+    consumer.seek(a, 40)
+    consumer.seek(b, 0)
+    fetcher = consumer._fetcher
+    data = struct.pack(">q", 40) + _batch()[8:]
+    fetcher._paused_partition_records[a] = Fetcher.PartitionRecords(40, a, MemoryRecords(data))
+    drained = Fetcher.PartitionRecords(0, b, MemoryRecords(b""))
+    drained.drain()
+    fetcher._next_partition_records = drained
+    consumer.pause(a)
+    consumer.resume(a)
+    assert fetcher.fetched_records(10) == ({}, False)  # parked for good
+    assert a not in fetcher._fetchable_partitions()  # and not fetched again either
+    kafka_python.unpark(consumer)
+    got, _ = fetcher.fetched_records(10)
+    assert [r.offset for r in got[a]] == [40, 41, 42]

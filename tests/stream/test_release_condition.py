@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamcal.stream.kafka.ordering import OrderedMerge
-from tests._fakes import TP, LiveConsumer, Record
+from tests._fakes import TP, LiveConsumer, Record, step
 from tests._helpers import examples
 
 TOPICS = ("ev", "lab")
@@ -26,11 +26,7 @@ def drain(merge: OrderedMerge, consumer: LiveConsumer, rng, moves=()) -> list:
     deadline = time.monotonic() + 60
     while idle < 3:
         assert time.monotonic() < deadline, f"not drained after 60 s: {len(out)} out"
-        while moves and consumer.polls >= moves[0]:
-            moves.pop(0)
-            consumer.now += 1
-        item = merge.ready() if rng.random() < 0.5 else None
-        item = item or merge.next(0.01)
+        item = step(merge, consumer, rng, moves)
         if item is None:
             if merge.buffered() or any(consumer.pos[tp] < consumer.readable(tp) for tp in
                                        consumer.data):  # fmt: skip

@@ -171,6 +171,14 @@ class MergeView:
         if self.current:
             self._consumer.seek(tp, offset)
 
+    def pause(self, *tps) -> None:
+        if self.current:
+            self._consumer.pause(*tps)
+
+    def resume(self, *tps) -> None:
+        if self.current:
+            self._consumer.resume(*tps)
+
 
 class GlobalLock:
     """Membership of a ``--scope global`` instance in its consumer group.

@@ -131,6 +131,7 @@ class Inputs:
             skipped=self.skipped,
             fresh=fresh,
             stable=self.stable,
+            buffer_bytes=cfg.merge_buffer,
         )
 
     def next(self, timeout: float):

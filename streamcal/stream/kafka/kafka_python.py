@@ -10,6 +10,8 @@ tests pass with:
 * ``last_stable_offsets`` wraps ``consumer._fetcher._parse_fetched_data`` (kafka-python
   keeps no last stable offset of a fetch response);
 * ``never_bump`` overwrites ``producer._transaction_manager._supports_epoch_bump``;
+* ``unpark`` clears ``consumer._fetcher._next_partition_records`` once drained, so that
+  the records parked for a paused partition come back when it is resumed;
 * ``locate`` reads the frame of the fetcher's batch loop on a traceback, and ``fix``
   matches kafka-python's error texts (its errors name neither partition nor offset).
 
@@ -35,6 +37,7 @@ __all__ = [
     "never_bump",
     "quiet_false_alarms",
     "translate",
+    "unpark",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,7 @@ class Consumer:
         self.raw = raw
         self._settings = settings or {}  # what a reader for ``records_at`` is built with
         self._reader = None
+        self._paused = False  # ever: the fetcher may hold parked records (``unpark``)
 
     @classmethod
     def build(cls, **settings) -> Consumer:
@@ -171,6 +175,8 @@ class Consumer:
         ``Unreadable`` (a batch it cannot read), ``NoPosition`` or ``KafkaError``."""
         from kafka import errors
 
+        if self._paused:
+            unpark(self.raw)
         try:
             return self.raw.poll(timeout_ms=timeout_ms, max_records=max_records)
         except errors.OffsetOutOfRangeError as error:
@@ -203,7 +209,15 @@ class Consumer:
         return self.raw.assignment()
 
     def pause(self, *tps) -> None:
+        """Fetch no more of ``tps`` (the port's ``pause``): kafka-python sends no fetch
+        for a paused partition and parks the one response it may hold until ``resume``."""
+        self._paused = True
         self.raw.pause(*(_tp(tp) for tp in tps))
+
+    def resume(self, *tps) -> None:
+        """Fetch ``tps`` again, from their positions (those not assigned are let be)."""
+        assigned = self.raw.assignment()
+        self.raw.resume(*(t for t in map(_tp, tps) if t in assigned))
 
     def topics(self) -> set:
         """The topics of the cluster (a metadata request: brokers that auto-create
@@ -293,6 +307,21 @@ def _read_at(reader, want: dict, out: dict, deadline: float) -> None:
             hw = reader.highwater(tp)
             if tp not in out and hw is not None and hw <= o:
                 out[tp] = None
+
+
+def unpark(consumer) -> None:
+    """Let ``consumer``'s fetcher return what it parked for partitions since resumed.
+
+    kafka-python (3.0.12) parks the parsed records of a partition paused while they were
+    being returned, and takes them back only when no partition's records are in line
+    (``_next_partition_records`` None); but it leaves a drained one in line, and sends no
+    fetch for a partition with parked records. A resumed partition would then be neither
+    returned nor fetched, for good (the merge stalls on it). A drained one in line is as
+    good as none: clearing it lets the next poll take the parked records back."""
+    fetcher = consumer._fetcher
+    current = fetcher._next_partition_records
+    if fetcher._paused_partition_records and current is not None and not current:
+        fetcher._next_partition_records = None
 
 
 def last_stable_offsets(consumer) -> dict | None:

@@ -337,7 +337,12 @@ class Consumer:
         return {port.TopicPartition(c.topic, c.partition) for c in self.raw.assignment()}
 
     def pause(self, *tps) -> None:
+        """Fetch no more of ``tps``: librdkafka stops fetching them and drops what it had
+        prefetched of them (``resume`` fetches again from the position)."""
         self.raw.pause([self._c(tp) for tp in tps])
+
+    def resume(self, *tps) -> None:
+        self.raw.resume([self._c(tp) for tp in tps])
 
     def seek_to_beginning(self, *tps) -> None:
         for tp in tps:

@@ -75,11 +75,24 @@ others back no longer than any caught-up partition, instead of waiting ``max_wai
 counting a stall. Its records become readable when the transaction commits, after what
 was released meanwhile: live, like any record that reaches the broker late.
 
-Partitions are never paused: kafka-python 3.0.12 can deadlock when a partition is paused
-while its fetched records are being drained (``_next_partition_records`` stays parked on
-the paused partition and no fetch is sent for any other). Buffers are therefore bounded
-by what the broker returns while a lagging partition is awaited, in practice a few
-fetches per partition.
+The buffer's bound (``buffer_bytes``, ``--merge-buffer``). Records are released in
+record time, so a partition far ahead of the others in record time (a labels topic that
+starts days after its events topic, read from the start: a replay, a new deployment)
+would pile up in its buffer while the others are read up to it. So each partition may
+hold ``buffer_bytes / len(partitions)`` of buffered records (key and value, plus
+``RECORD_OVERHEAD`` for the record object around them: for small records the object is
+most of it); past that it is paused (the client fetches no more of it) and it is resumed
+once the merge has released it down to half that, or emptied it. Counted in bytes, not
+records, because bytes are the memory to bound and record sizes differ a thousandfold
+(a 50-byte label, a 1 MiB event). Pausing changes no release: a paused partition always
+has a buffered head (it is paused only with records buffered and resumed at the latest
+when its buffer empties), so it never holds the least head back, never needs a
+confirmation, never stalls, and the records are released in the order they would be
+unbounded (tests/stream/test_merge_bound.py). A new merge (after a rebalance) resumes
+its partitions first: a pause outlives the merge in the client. What the clients keep of
+a paused partition: kafka-python parks at most the one fetch response it had (no new
+fetch is sent), librdkafka drops its prefetched records of it and fetches again from the
+position on resume.
 """
 
 from __future__ import annotations
@@ -96,9 +109,34 @@ from streamcal.stream.kafka.lost import loss as _loss
 from streamcal.stream.kafka.port import KafkaError, LogTruncated, OffsetOutOfRange, Unreadable
 from streamcal.stream.messages import Rejected
 
-__all__ = ["LostInput", "OrderedMerge", "RejectedRecord", "UnreadableBatch", "lost_record"]
+__all__ = [
+    "RECORD_OVERHEAD",
+    "LostInput",
+    "OrderedMerge",
+    "RejectedRecord",
+    "UnreadableBatch",
+    "lost_record",
+    "size",
+]
 
 log = logging.getLogger(__name__)
+
+# What a buffered record takes beyond its key and value: the client's record object, its
+# ints and bytes headers, the deque's slot (measured with tracemalloc: 350 bytes for
+# kafka-python's ConsumerRecord, 245 for the librdkafka adapter's Record).
+RECORD_OVERHEAD = 320
+
+
+def size(rec) -> int:
+    """The bytes ``rec`` is counted for in the merge's buffer (see the module docstring).
+
+    >>> from streamcal.stream.kafka.port import Record
+    >>> size(Record("labels", 0, 7, 1_700_000_000_000, b"e7", b'{"label": 1}'))
+    334
+    """
+    k, v = rec.key, rec.value
+    n = RECORD_OVERHEAD if k is None else RECORD_OVERHEAD + len(k)
+    return n + len(v) if v.__class__ is bytes else n
 
 
 class OrderedMerge:
@@ -114,6 +152,8 @@ class OrderedMerge:
     ``fresh``: the partitions read from offset 0 because nothing of them was read before
     (a log that starts later is then no loss). ``stable``: with a ``read_committed``
     consumer, the last stable offsets of its fetches (see the module docstring).
+    ``buffer_bytes``: the bound of the buffers, all partitions together (None: unbounded;
+    the consumer then needs no ``pause`` and ``resume``).
     """
 
     def __init__(
@@ -134,6 +174,7 @@ class OrderedMerge:
         skipped: dict | None = None,
         fresh=(),
         stable: dict | None = None,
+        buffer_bytes: int | None = None,
     ):
         self.consumer = consumer
         self._stable = stable
@@ -169,6 +210,13 @@ class OrderedMerge:
         self.skipped = {} if skipped is None else skipped
         self._fresh = set(fresh)
         self._looked: dict = {}  # partition -> when its log's ends may be asked again
+        self._held = dict.fromkeys(self.partitions, 0)  # bytes buffered (``size``)
+        self._paused: set = set()
+        self._bound = self._low = 0
+        if buffer_bytes is not None and self.partitions:
+            self._bound = max(1, buffer_bytes // len(self.partitions))
+            self._low = self._bound // 2
+            consumer.resume(*self.partitions)  # paused by an earlier merge
 
     @property
     def late_arrivals(self) -> int:
@@ -307,6 +355,10 @@ class OrderedMerge:
             was_empty = not buf
             buf.extend(recs)
             self._runs[tp].append([len(recs), self._polls, now])
+            held = self._held[tp] = self._held[tp] + sum(map(size, recs))
+            if self._bound and held > self._bound and tp not in self._paused:
+                self.consumer.pause(tp)
+                self._paused.add(tp)
             n += len(recs)
             if was_empty:
                 self._push_head(tp)
@@ -446,6 +498,10 @@ class OrderedMerge:
         tp = entry[-1]
         buf = self._bufs[tp]
         rec = buf.popleft()
+        held = self._held[tp] = self._held[tp] - size(rec)
+        if tp in self._paused and (held <= self._low or not buf):
+            self.consumer.resume(tp)
+            self._paused.discard(tp)
         runs = self._runs[tp]
         runs[0][0] -= 1
         if not runs[0][0]:
@@ -466,3 +522,11 @@ class OrderedMerge:
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._bufs.values())
+
+    def buffered_bytes(self) -> int:
+        """What the buffers hold, in ``size``'s bytes."""
+        return sum(self._held.values())
+
+    def paused(self) -> set:
+        """The partitions paused now because their buffer reached the bound."""
+        return set(self._paused)

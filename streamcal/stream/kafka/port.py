@@ -17,6 +17,10 @@ and admin must offer is spelled out by the adapter's classes; the values are:
   holds, raised by a poll (``streamcal.stream.kafka.ordering``: lost input);
 * ``KafkaError`` and its kinds -- whatever else went wrong in the client.
 
+A consumer's ``pause(*partitions)`` stops fetching them (what the client had fetched of
+them is not returned, and must not grow) until ``resume(*partitions)``; records then come
+on from the position, none lost or repeated (the ordered merge bounds its buffers so).
+
 One operation is typed here because it is not a client's own call but made of them:
 ``RecordsAt.records_at``, the record at one offset of each of some partitions, read
 aside from the consumer's position (``streamcal.stream.kafka.fingerprints`` checks with
