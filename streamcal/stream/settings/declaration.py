@@ -96,7 +96,9 @@ class Setting:
 
     def help_text(self) -> str:
         """The help line: what it does, its default and its environment variable."""
-        shown = self.constraint.show(self.default) if self.constraint else self.default
+        # None ("not given") is never asked about, as in the checks
+        shown = (self.constraint.show(self.default) if self.constraint and self.default is not None
+                 else self.default)  # fmt: skip
         return f"{self.help} (default: {shown}; ${self.env})"
 
     def check_type(self, value) -> None:
