@@ -148,7 +148,7 @@ SPLIT = {  # what the processor runs with, in process
 
 def _stub_learner(task) -> None:
     """A task whose predict, learn and track cost nothing (the same output every time)."""
-    from streamcal.stream.tasks import PendingPrediction
+    from streamcal.stream.tasks.binary import PendingPrediction
 
     def predict(clf, ev):
         out = {"id": ev.id, "p0": 0.1, "p1": 0.2, "p": 0.15, "p_square": 0.15, "score": 0.3,
