@@ -129,11 +129,14 @@ def child_cpu(before) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def run_streamcal(bootstrap, topics, n, every, extra=(), env=None) -> tuple[float, float, dict]:
+def run_streamcal(bootstrap, topics, n, every, extra=(), env=None,
+                  python=None) -> tuple[float, float, dict]:  # fmt: skip
+    """(events/s, CPU s per event, last metric line) of ``streamcal run`` by ``python`` (an
+    install's interpreter; this one by default)."""
     tmp = tempfile.mkdtemp()
     metrics = os.path.join(tmp, "metrics.jsonl")
     cmd = [
-        sys.executable, "-m", "streamcal", "run",
+        python or sys.executable, "-m", "streamcal", "run",
         "--bootstrap-servers", bootstrap, "--group-id", topics["group"],
         "--events-topic", topics["events"], "--labels-topic", topics["labels"],
         "--predictions-topic", topics["predictions"], "--dead-letter-topic", topics["dead"],
