@@ -19,6 +19,11 @@ flush).
     python benchmarks/kafka_clients.py                   # 100k events, 2 rounds
     python benchmarks/kafka_clients.py --events 20000 --repeat 1
     python benchmarks/kafka_clients.py --split 40000   # where the processor's CPU goes
+    python benchmarks/kafka_clients.py --baseline-python ../old/.venv/bin/python
+
+``--baseline-python`` adds ``streamcal run`` (kafka-python) of another install (an older
+commit's, in its own venv) as one more arm, for issue 36's "the kafka-python path costs
+no more CPU per event than it did".
 
 ``--split`` runs no broker: the processor in process (records from memory, outputs
 dropped, a --state-dir), whole, with protection and the alarm off, and with the learner
@@ -124,6 +129,8 @@ STREAMCAL = {
     "streamcal run --kafka-client librdkafka": ["--kafka-client", "librdkafka"],
 }
 LOOPS = ("bare kafka-python", "bare confluent-kafka", "hand-written confluent-kafka")
+BASELINE = "streamcal run (kafka-python), baseline"
+_baseline: dict = {}  # "python": the baseline install's interpreter (--baseline-python)
 
 
 def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str) -> tuple[float, float]:
@@ -133,9 +140,10 @@ def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str) -> tuple[float, f
         return run_loop(arm, bs, topics, n, out)
     every = max(500, n // 40)
     t = {**topics, "predictions": out, "group": out, "dead": out + "-dead"}
-    extra = ["--state-dir", tempfile.mkdtemp(), *STREAMCAL[arm]]
+    extra = ["--state-dir", tempfile.mkdtemp(), *STREAMCAL.get(arm, ())]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rate, _, _ = bench.run_streamcal(bs, t, n, every, extra, env={**os.environ, **bench._KEY})
+    rate, _, _ = bench.run_streamcal(bs, t, n, every, extra, env={**os.environ, **bench._KEY},
+                                     python=_baseline.get("python") if arm == BASELINE else None)
     return rate, _cpu(before)
 
 
@@ -148,7 +156,7 @@ SPLIT = {  # what the processor runs with, in process
 
 def _stub_learner(task) -> None:
     """A task whose predict, learn and track cost nothing (the same output every time)."""
-    from streamcal.stream.tasks import PendingPrediction
+    from streamcal.stream.tasks.binary import PendingPrediction
 
     def predict(clf, ev):
         out = {"id": ev.id, "p0": 0.1, "p1": 0.2, "p": 0.15, "p_square": 0.15, "score": 0.3,
@@ -198,12 +206,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--split", type=int, metavar="EVENTS", default=None,
                     help="no broker: where the processor's CPU goes, over EVENTS events")
+    ap.add_argument("--baseline-python", metavar="PYTHON", default=None,
+                    help="also run streamcal run (kafka-python) of the install of PYTHON")
     args = ap.parse_args()
     if args.split:
         processor_split(args.split, args.repeat)
         return
     n = args.events
     arms = (*LOOPS, *STREAMCAL)
+    if args.baseline_python:
+        _baseline["python"] = args.baseline_python
+        arms = (*arms, BASELINE)
     from streamcal.demo.broker import LocalBroker
 
     with LocalBroker() as broker:
@@ -239,6 +252,9 @@ def main() -> None:
     kp = marginal["streamcal run (kafka-python)"]
     print(f"librdkafka path / hand-written loop: {rd / hand:.2f} (target <= 2.5)")
     print(f"librdkafka path / kafka-python path: {rd / kp:.2f} (target <= 0.4)")
+    if BASELINE in marginal:
+        print(f"kafka-python path / the baseline install's: {kp / marginal[BASELINE]:.2f} "
+              f"(target <= 1)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -246,19 +246,11 @@ class VennAbersClassifier(TurnsMulticlass, Protected, BinaryBatches, BinaryState
         self._check_model(model, "river binary classifier (or a pipeline ending in one)")
         if not hasattr(model, "predict_proba_one"):
             raise TypeError(f"model must have predict_proba_one, got {model!r}")
-        settings = ClassifierSettings(
-            mode=mode,
-            merge=merge,
-            window=window,
-            refresh_every=refresh_every,
-            by=by,
-            min_category=min_category,
-            fallback=fallback,
-            max_categories=max_categories,
-            protect=protect,
-            label_horizon=label_horizon,
-            label_default=label_default,
-        )
+        settings = self._keep_settings(
+            model, mode=mode, merge=merge, window=window, refresh_every=refresh_every, by=by,
+            min_category=min_category, fallback=fallback, max_categories=max_categories,
+            protect=protect, label_horizon=label_horizon, label_default=label_default,
+        )  # fmt: skip
         if label_default is not None and not is_binary(take_label(label_default)):
             raise ValueError(
                 f"label_default must be a binary label (0/1, False/True), got "
@@ -267,19 +259,6 @@ class VennAbersClassifier(TurnsMulticlass, Protected, BinaryBatches, BinaryState
         protect_params = settings.protect_params
         if protect_params is not None and label_horizon is not None:
             protect_params["lookup"] = False  # the horizon keeps each prediction's p
-        # river's clone and check_estimator read the settings back as attributes
-        self.model = model
-        self.mode = mode
-        self.merge = merge
-        self.window = window
-        self.refresh_every = refresh_every
-        self.by = by
-        self.min_category = min_category
-        self.fallback = fallback
-        self.max_categories = max_categories
-        self.protect = protect
-        self.label_horizon = label_horizon
-        self.label_default = label_default
         self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._multi = None
         self._state = new_mode_state(model, settings)
@@ -366,13 +345,38 @@ class VennAbersClassifier(TurnsMulticlass, Protected, BinaryBatches, BinaryState
         Once multiclass (``task``), a ``MulticlassPrediction``.
         """
         if self._multi is None:
-            pair = self._pair(x, kwargs)
-            if pair is not None:
-                score, p0, p1, p = pair
-                if self._protection is None:
-                    return VennAbersInterval(p0, p1, p, score)
-                return VennAbersInterval(p0, p1, p, score, self._protected(x, kwargs, p))
+            numbers = self._numbers(x, kwargs)
+            if numbers is not None:
+                return VennAbersInterval(*numbers)
         return self._multi.predict_interval_one(x, **kwargs)
+
+    def predict_numbers_one(self, x: dict, **kwargs) -> tuple | None:
+        """``predict_interval_one``'s numbers as one tuple, without the interval object:
+        ``(p0, p1, p, score, p_protected, calibration_size)`` (p_protected None without
+        ``protect``; the calibration size after the prediction), for a caller that predicts
+        every event (the stream processor). None once multiclass (or if the model's
+        classes turned it so just now): ask ``predict_interval_one`` then.
+
+        >>> from river import linear_model
+        >>> clf = VennAbersClassifier(linear_model.LogisticRegression(), mode="sva")
+        >>> clf.learn_one({"a": 1.0}, 1)
+        >>> *pair, size = clf.predict_numbers_one({"a": 2.0})
+        >>> tuple(pair) == tuple(vars(clf.predict_interval_one({"a": 2.0})).values()), size
+        (True, 1)
+        """
+        if self._multi is not None:
+            return None
+        numbers = self._numbers(x, kwargs)
+        return None if numbers is None else (*numbers, self._state.calibration_size)
+
+    def _numbers(self, x: dict, kwargs) -> tuple | None:
+        """(p0, p1, p, score, p_protected) of a binary prediction; None if the model's
+        classes turned the classifier multiclass just now."""
+        pair = self._pair(x, kwargs)
+        if pair is None:
+            return None
+        score, p0, p1, p = pair
+        return p0, p1, p, score, None if self._protection is None else self._protected(x, kwargs, p)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         if self._multi is None:

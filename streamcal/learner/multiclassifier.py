@@ -22,7 +22,6 @@ from streamcal.learner.settings import (
     DEFAULT_MAX_CATEGORIES,
     DEFAULT_MERGE,
     DEFAULT_WINDOW,
-    ClassifierSettings,
     check_multiclass,
 )
 from streamcal.learner.wrapper import VennAbersWrapper
@@ -147,22 +146,22 @@ class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
     Examples
     --------
 
-    >>> from river import datasets, metrics, naive_bayes
+    >>> from river import datasets, evaluate, metrics, naive_bayes
     >>> from streamcal import VennAbersMultiClassifier
 
-    >>> bare = naive_bayes.GaussianNB()
+    River's prequential loop (predict each object, then learn it) gives the log loss of
+    the bare model and of the calibrated one:
+
+    >>> def log_loss(model):
+    ...     return round(evaluate.progressive_val_score(
+    ...         datasets.ImageSegments(), model, metrics.CrossEntropy()).get(), 2)
     >>> model = VennAbersMultiClassifier(naive_bayes.GaussianNB(), window=300)
-    >>> bare_loss, calibrated_loss = metrics.CrossEntropy(), metrics.CrossEntropy()
-    >>> for x, y in datasets.ImageSegments():
-    ...     bare_loss.update(y, bare.predict_proba_one(x))
-    ...     calibrated_loss.update(y, model.predict_proba_one(x))
-    ...     bare.learn_one(x, y)
-    ...     model.learn_one(x, y)
-    >>> round(bare_loss.get(), 2), round(calibrated_loss.get(), 2)
+    >>> log_loss(naive_bayes.GaussianNB()), log_loss(model)
     (2.98, 0.65)
 
     ``predict_interval_one`` gives the top-label pair and the per-class pairs:
 
+    >>> *_, (x, y) = datasets.ImageSegments()
     >>> pred = model.predict_interval_one(x)
     >>> pred.label, pred.p0 <= pred.p <= pred.p1, sorted(pred.intervals) == sorted(pred.proba)
     ('window', True, True)
@@ -184,30 +183,16 @@ class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
     ):
         self._check_model(model, "river classifier")
         scheme_class(scheme)  # checks the name
-        settings = ClassifierSettings(
-            mode=mode,
-            merge=merge,
-            window=window,
-            refresh_every=refresh_every,
-            by=by,
-            max_categories=max_categories,
-            label_horizon=label_horizon,
+        settings = self._keep_settings(
+            model, mode=mode, merge=merge, window=window, refresh_every=refresh_every, by=by,
+            max_categories=max_categories, label_horizon=label_horizon,
             label_default=label_default,
-        )
+        )  # fmt: skip
         if label_default is not None:
             take_label(label_default)  # a class, not a missing label
         check_multiclass(mode)
-        self.model = model
         self.scheme = scheme
-        self.mode = mode
-        self.merge = merge
-        self.window = window
-        self.refresh_every = refresh_every
-        self.by = by
-        self.max_categories = max_categories
         self.alarm_alpha = alarm_alpha
-        self.label_horizon = label_horizon
-        self.label_default = label_default
         self._horizon = None if label_horizon is None else Horizon(label_horizon, label_default)
         self._alarm = None
         if alarm_alpha is not None:

@@ -35,6 +35,7 @@ from river import base
 from streamcal.learner.guard import UnlearnedWarning
 from streamcal.learner.horizon import DelayWatch, Horizon
 from streamcal.learner.label_delays import OutcomeDependentDelayWarning
+from streamcal.learner.settings import ClassifierSettings
 
 __all__ = ["VennAbersWrapper"]
 
@@ -83,6 +84,16 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
         guard.settle()
         if guard.unlearned:
             self._take_reports(guard)
+
+    def _keep_settings(self, model, **given) -> ClassifierSettings:
+        """``given`` checked as ``ClassifierSettings`` (which it returns), then kept with
+        ``model`` as attributes of the same names: river's ``clone`` and
+        ``check_estimator`` read a classifier's ``__init__`` parameters back from them."""
+        settings = ClassifierSettings(**given)
+        self.model = model
+        for name, value in given.items():
+            setattr(self, name, value)
+        return settings
 
     @staticmethod
     def _check_model(model, kind: str) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES
 from streamcal.monitoring.schema import CLASS, MULTICLASS_KEYS
 from streamcal.monitoring.tracker import (
     _EPS,
@@ -65,8 +64,9 @@ def _check_vector(name: str, proba) -> None:
 
 class MulticlassTracker:
     """Top-label, whole-vector and per-class statistics of a stream of multiclass
-    predictions (see the module docstring). ``window``, ``bins``, ``top_k`` and
-    ``max_categories`` are ``CalibrationTracker``'s.
+    predictions (see the module docstring). Its keyword arguments (``window``, ``bins``,
+    ``top_k``, ``max_categories``) are ``CalibrationTracker``'s: its top-label tracker
+    takes and checks them.
 
     >>> t = MulticlassTracker(window=2, bins=2)
     >>> t.update("a", 0.5, 0.7, 0.6, {"a": 0.6, "b": 0.4}, "a",
@@ -83,15 +83,10 @@ class MulticlassTracker:
     [('a', 2, 0.5, 0.75), ('b', 2, 0.5, 0.55)]
     """
 
-    def __init__(
-        self,
-        window: int = 1000,
-        bins: int = 10,
-        top_k: int = 10,
-        max_categories: int = DEFAULT_MAX_CATEGORIES,
-    ):
-        self.top = CalibrationTracker(window, bins, top_k, max_categories)
-        self.window = window
+    def __init__(self, **settings):
+        # window, bins, top_k, max_categories: the top label's tracker checks and keeps them
+        self.top = CalibrationTracker(**settings)
+        self.window = self.top.window
         self.classes: list = []  # every class seen (labels, predictions), in order
         self._known: set = set()
         self._all = _Means()  # log, square; raw log, raw square (width unused: 0)
@@ -218,7 +213,7 @@ class MulticlassTracker:
         (True, True)
         """
         top = CalibrationTracker.from_state(state["top"])
-        self = cls(top.window, top.bins)
+        self = cls(window=top.window, bins=top.bins)
         self.top = top
         self._see(state["classes"])
         self._terms = restore_means(state, self._all, self._recent)

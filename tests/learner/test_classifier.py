@@ -214,3 +214,23 @@ def test_canonical_sorts_any_key_order_and_copies():
         cy = canonical(y)
         assert list(cy) == ["a", "b", "c"] and cy == x and cy is not y
     assert list(canonical({2: 0.0, "a": 1.0, 1: 2.0})) == ["a", 1, 2]  # by repr: "'a'" < "1"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("extra", [{}, {"protect": True}, {"by": "https", "protect": True},
+                                   {"protect": {"recalibrate": False}}])  # fmt: skip
+def test_predict_numbers_one_is_the_interval_as_a_tuple(mode, extra):
+    """The stream processor's per-event call gives the interval's numbers and the
+    calibration size read after it, and leaves the classifier as predict_interval_one
+    does: two classifiers fed the same stream, one asked each way, stay equal."""
+    if mode == "va" and "by" in extra:
+        pytest.skip("mode va has no Mondrian calibration")
+    a, b = make(mode, window=50, **extra), make(mode, window=50, **extra)
+    for i, (x, y) in enumerate(datasets.Phishing().take(300)):
+        iv = a.predict_interval_one(x)
+        numbers = b.predict_numbers_one(x)
+        assert numbers == (iv.p0, iv.p1, iv.p, iv.score, iv.p_protected, a.calibration_size)
+        if i % 3:  # some labels never come
+            a.learn_one(x, y, p=iv.p)
+            b.learn_one(x, y, p=numbers[2])
+    assert pickle.dumps(a.to_state()) == pickle.dumps(b.to_state())

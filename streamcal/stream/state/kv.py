@@ -9,12 +9,15 @@ while labels come in event order, but its memory-mapped file grows to several ti
 live data (and counts in RSS) when they come in random order; SQLite's commit stalls grow
 with its write-ahead log. ``benchmarks/kvstores.py`` measures the three side by side.
 
-Writes (``put``, ``delete``) go to a ``WriteBatch`` and to an overlay dict, so that a read
-(``get``) sees them at once; nothing reaches the database until ``commit(meta)`` writes the
-batch, with ``meta`` (the snapshot and the input offsets it matches) inside it, in one
-atomic ``db.write``. So after a kill -9 the store holds exactly what one commit left: never
-data ahead of its offsets. A commit with ``sync`` (the checkpoints of a state directory)
-is on disk when it returns, so a machine crash keeps it too, and the mark written after it
+Writes (``put``, ``delete``) go to an overlay dict, so that a read (``get``) sees them at
+once; nothing reaches the database until ``commit(meta)`` writes the overlay's last value of
+each key (a put, or a delete) as one batch, with ``meta`` (the snapshot and the input offsets
+it matches) inside it, in one atomic ``db.write``. The database ends as if every write had
+gone in one by one, but a waiting prediction put and deleted between two commits (most of
+them: labels come soon) costs one delete there, not a put and a delete. So after a kill -9
+the store holds exactly what one commit left: never data ahead of its offsets. A commit
+with ``sync`` (the checkpoints of a state directory) is on disk when it returns, so a
+machine crash keeps it too, and the mark written after it
 (``streamcal.stream.state.marker``) is never ahead of the store; other commits (stores in
 a temporary directory, which hold memory's overflow) are written without fsync.
 ``changes()`` is what the next commit will write, by key (a value, or None for a delete):
@@ -175,8 +178,8 @@ class KVStore:
         self._write_opts.sync = False
         self._synced_opts = WriteOptions()
         self._synced_opts.sync = True
-        self._batch = WriteBatch(raw_mode=True)
         self._overlay: dict = {}  # key -> value, or None (deleted), since the last commit
+        self._writes = 0  # puts and deletes since the last commit
         self._read: dict = {}  # key -> committed value or None, read ahead (``prefetch``)
         self.commits = 0  # commits written by this object
         self._failed = False  # a write failed: closing may fail too, and must not hide it
@@ -213,7 +216,7 @@ class KVStore:
     def pending_writes(self) -> int:
         """Writes since the last commit (what the next ``commit`` writes, each a put or a
         delete): its cost, about 1 µs each."""
-        return self._batch.len()
+        return self._writes
 
     def changes(self) -> dict:
         """The writes since the last commit: key -> value, or None for a delete (a view:
@@ -249,36 +252,42 @@ class KVStore:
 
     # ------------------------------------------------------------------ writes
     def put(self, key: bytes, value: bytes) -> None:
-        self._batch.put(key, value)
         self._overlay[key] = value
+        self._writes += 1
 
     def delete(self, key: bytes) -> None:
-        self._batch.delete(key)
         self._overlay[key] = None
+        self._writes += 1
 
     def commit(self, meta: dict | None = None, sync: bool = False) -> dict:
         """Write the changes since the last commit and ``meta`` (key -> value) in one atomic
         batch; returns the changes written (``changes()`` as it was). With ``sync`` the
         write-ahead log is on disk when it returns, so a machine crash keeps it too."""
-        batch = self._batch
+        batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        for k, v in self._overlay.items():
+            if v is None:
+                delete(k)
+            else:
+                put(k, v)
         for k, v in (meta or {}).items():
-            batch.put(k, v)
+            put(k, v)
         try:
             self._db.write(batch, self._synced_opts if sync else self._write_opts)
         except Exception as exc:  # noqa: BLE001 - RocksDB's I/O errors, with its text
             self._failed = True
             raise storage_error("write the state store in", self.path, exc) from None
         done = self._overlay
-        self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
+        self._writes = 0
         self._read = {}
         self.commits += 1
         return done
 
     def rollback(self) -> None:
         """Forget the writes since the last commit."""
-        self._batch = WriteBatch(raw_mode=True)
         self._overlay = {}
+        self._writes = 0
         self._read = {}
 
     def close(self) -> None:

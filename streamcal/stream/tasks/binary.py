@@ -103,8 +103,16 @@ class BinaryTask(Task):
     def predict(self, clf, ev) -> tuple[dict, PendingPrediction]:
         """The prediction message and what waits for the label (raises if the model cannot
         score the event)."""
-        iv = self.interval(clf, ev)
-        p0, p1, p, score = iv.p0, iv.p1, iv.p, iv.score
+        # the interval's numbers as one tuple: no interval object per event
+        if self.by is None:
+            numbers = clf.predict_numbers_one(ev.x)
+        else:
+            numbers = clf.predict_numbers_one(ev.x, category=ev.category)
+        if numbers is None:  # the classifier is multiclass: its interval says what it has
+            iv = self.interval(clf, ev)
+            numbers = (iv.p0, iv.p1, iv.p, iv.score, iv.p_protected if self.protected else None,
+                       clf.calibration_size)  # fmt: skip
+        p0, p1, p, score, p_protected, size = numbers
         out = {
             "id": ev.id,
             "p0": p0,
@@ -112,14 +120,16 @@ class BinaryTask(Task):
             "p": p,
             "p_square": _merge_square(p0, p1),
             "score": score,
-            "calibration_size": clf.calibration_size,
+            "calibration_size": size,
             "version": VERSION,
         }
-        category = p_protected = None
+        category = None
         if self.by is not None:
             category = out["category"] = ev.category
         if self.protected:
-            p_protected = out["p_protected"] = iv.p_protected
+            out["p_protected"] = p_protected
+        else:
+            p_protected = None
         return out, PendingPrediction(self.kept(ev.x), p0, p1, p, score, category, p_protected)
 
     def pack(self, pred: PendingPrediction, time: float | None = None) -> bytes:
