@@ -2,9 +2,9 @@
 client: records written out of order across partitions by less than the grace are
 handled in the replay's order.
 
-Each round writes an event, then, 1 s later, the label of the event before it stamped
+Each round writes an event, then, 0.6 s later, the label of the event before it stamped
 just before the new event: a replay handles that label first. A `streamcal run` with a
-3 s grace must give every event the replay's prediction with no late arrival. Beside it,
+2.5 s grace must give every event the replay's prediction with no late arrival. Beside it,
 on the same topics at the same time, one with ``--grace-ms 0`` (the reference: the test
 could fail) releases each event before its label is written, so it counts late arrivals
 and its predictions differ from the replay's. (``test_grace.py`` checks the merge's
@@ -36,11 +36,11 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 P = 2  # partitions of the events and labels topics
 WARM = 100  # events (and labels) written before the live rounds: the model's start
 ROUNDS = 6
-# s: each label is written this long after the event that follows it in time; more than
-# a fetch's wait (500 ms by default, which tansu waits out), so that without a grace the
-# event is released before the label can be read
-DELAY = 1.0
-GRACE_MS = 3000
+# s: each label is written this long after the event that follows it in time: long
+# enough, on a loaded machine, for the event to be read and, without a grace, released
+# before the label can be read
+DELAY = 0.6
+GRACE_MS = 2500
 
 
 def warm_up(topics: dict) -> list:
