@@ -20,6 +20,7 @@ import pytest
 
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
+from tests._helpers import wait_until
 from tests._kafka_helpers import (
     T0,
     base_settings,
@@ -71,13 +72,6 @@ def last_line(tmp_path, name: str) -> dict:
     return lines[-1] if lines else {}
 
 
-def wait(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def predictions(bootstrap: str, topic: str, n: int) -> dict:
     return {r.key: r.value for r in read_topic(bootstrap, topic, min_count=n, timeout=60)}
 
@@ -99,8 +93,8 @@ def test_live_input_out_of_order_within_the_grace_equals_a_replay(
             procs[name] = streamcal_run.popen(s, stdout=subprocess.DEVNULL, stderr=err)
     try:
         for name in procs:  # both have read the warm-up: from here on they read live input
-            wait(lambda name=name: last_line(tmp_path, name).get("events") == WARM, 90,
-                 f"{name}: the warm-up processed")  # fmt: skip
+            wait_until(lambda name=name: last_line(tmp_path, name).get("events") == WARM, 90,
+                       f"{name}: the warm-up processed")  # fmt: skip
         for i in range(ROUNDS):
             event, label = live_round(t, i)
             produce(kafka_broker, [event], partition=i % P)
