@@ -8,9 +8,12 @@ What differs from kafka-python, and how it is bridged:
 
 * settings come in kafka-python's names (``ProcessorConfig.kafka_client_settings``) and
   are turned into librdkafka's here (``config_of``), refusing any it does not know;
-* a poll is one ``consume(num_messages=...)``: librdkafka's batch call (about half the
-  cost per record of one call per record); the records are handed over as the port's
-  ``Record``. ``produce_batch`` is not used: it drops headers;
+* a poll is one ``consume(num_messages=..., timeout=0)``: librdkafka's batch call (about
+  half the cost per record of one call per record) on what is fetched already; with
+  nothing there, ``poll(timeout)`` waits for the first record and a ``consume`` takes
+  what came with it (``consume`` with a timeout would wait for all ``num_messages`` or
+  the whole timeout: live input would wait out each idle poll). The records are handed
+  over as the port's ``Record``. ``produce_batch`` is not used: it drops headers;
 * the producer runs in the processor's own process: librdkafka's I/O threads do its work
   outside the GIL. Delivery reports come for failed records only
   (``delivery.report.only.error``), so a success costs nothing in Python;
@@ -247,8 +250,16 @@ class Consumer:
             raise error
         if self._reassign:
             self._assign_now()
+        n = max_records or self.max_records
         try:
-            msgs = self.raw.consume(max_records or self.max_records, timeout_ms / 1000)
+            # consume(n, timeout) waits for n records or the whole timeout: live input
+            # would wait out each idle poll. What is fetched already, else the first
+            # record to come (poll returns it at once) and what came with it.
+            msgs = self.raw.consume(n, 0)
+            if not msgs and timeout_ms > 0:
+                first = self.raw.poll(timeout_ms / 1000)
+                if first is not None:
+                    msgs = [first, *self.raw.consume(n - 1, 0)] if n > 1 else [first]
         except Exception as exc:
             raise translate(exc) from exc
         out: dict = {}
