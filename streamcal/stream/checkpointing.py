@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 from streamcal.stream.kafka.sink import TransactionAborted
 
@@ -35,6 +37,7 @@ __all__ = ["Checkpoint"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False, repr=False)
 class Checkpoint:
     """Commit checkpoints of the units held in ``states`` (``UnitStates``).
 
@@ -46,16 +49,15 @@ class Checkpoint:
     A processor that is not running holds one with ``states`` alone.
     """
 
-    def __init__(self, states, out=None, transaction=None, inputs=None, log_check=None,
-                 interval: float = math.inf, adopt=None):  # fmt: skip
-        self.states = states
-        self.out = out
-        self.transaction = transaction
-        self.inputs = inputs
-        self.log_check = log_check
-        self.interval = interval
-        self.adopt = adopt
-        self.last_at = time.monotonic()  # when the last checkpoint was committed
+    states: Any
+    out: Any = None
+    transaction: Any = None
+    inputs: Any = None
+    log_check: Any = None
+    interval: float = math.inf
+    adopt: Any = None
+    # when the last checkpoint was committed
+    last_at: float = field(default_factory=time.monotonic, init=False)
 
     def due(self, now: float) -> bool:
         """Whether a checkpoint is due: something to commit (a changed unit, or with
