@@ -6,7 +6,8 @@ production) and stops when idle. Issue 37 item 3: RSS grew with the process's hi
 (947 MB at 10^6 waiting, against 424-462 MB for a restarted process holding as many).
 
 Reported: the processor's peak RSS (VmHWM; its producer process apart), RSS (anon and
-file-backed) against what waits, sampled every 0.5 s, and a restart on the same state
+file-backed) against what waits, sampled every 0.5 s (ten rows and the highest sample;
+``--json`` keeps every sample and metric line), and a restart on the same state
 directory (its RSS once it has read the last records). All input is in the topics before
 a run reads it (one merge order, docs/ordering.md).
 
@@ -100,8 +101,8 @@ class DelayedStream:
 
 class Sampled(e2e.Run):
     """`streamcal run` with ``values`` and ``extra``; /proc/PID/status sampled every 0.5 s:
-    ``series`` of (seconds since start, VmRSS, RssAnon, RssFile), ``peak`` (VmHWM) and
-    ``child_peak`` (its producer process)."""
+    ``series`` of (seconds since start, VmRSS, RssAnon, RssFile, its children's VmRSS),
+    ``peak`` (VmHWM) and ``child_peak`` (its producer process)."""
 
     every = 0.5
 
@@ -114,7 +115,8 @@ class Sampled(e2e.Run):
     def _take(self, pid: int) -> None:
         fields = [e2e.vm(pid, f) for f in ("VmRSS", "RssAnon", "RssFile", "VmHWM")]
         if fields[0]:
-            self.series.append((round(time.monotonic() - self.started, 1), *fields[:3]))
+            child = sum(e2e.vm(c, "VmRSS") for c in e2e.children(pid))
+            self.series.append((round(time.monotonic() - self.started, 1), *fields[:3], child))
             self.peak = max(self.peak, fields[3])
 
     def wait(self) -> None:
@@ -189,7 +191,8 @@ def part_m(bootstrap: str, work: Path, waiting: int, days: float, extra: list,
                expired=last["expired"], dead_letters=last["dead_letters"],
                stalls=last.get("merge_stalls"),
                max_waiting=max(x["pending"] or 0 for x in got),
-               series=rss_against_waiting(run, got), load_run=e2e.load())  # fmt: skip
+               series=rss_against_waiting(run, got), load_run=e2e.load(), metric_lines=got,
+               samples=[(*x, run.wall_started + x[0]) for x in run.series])  # fmt: skip
     # A restart on the same state: what a process holding as many, without the history,
     # takes (it reads the last metric line's position and stops when idle).
     values = e2e.settings(bootstrap, t, work / "state", t["group"] + ".p2", work / "m2.jsonl")
@@ -201,13 +204,14 @@ def part_m(bootstrap: str, work: Path, waiting: int, days: float, extra: list,
 
 
 def rss_against_waiting(run: Sampled, got: list) -> list:
-    """Ten rows over the run: (s, waiting, RSS MiB, anon MiB, file MiB), the waiting count
-    from the metric line nearest in wall time."""
+    """Ten rows over the run and its highest sample: (s, waiting, RSS MiB, anon MiB, file
+    MiB), the waiting count from the metric line nearest in wall time."""
     if not run.series or not got:
         return []
     rows = []
     step = max(1, len(run.series) // 10)
-    for s, rss, anon, file in run.series[::step] + run.series[-1:]:
+    top = max(run.series, key=lambda x: x[1])  # the highest sample: where a transient is
+    for s, rss, anon, file, _child in sorted({*run.series[::step], *run.series[-1:], top}):
         near = min(got, key=lambda x: abs(x["ts"] - (run.wall_started + s)))
         rows.append((s, near["pending"], round(rss / MIB), round(anon / MIB), round(file / MIB)))
     return rows
