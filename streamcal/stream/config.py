@@ -352,11 +352,11 @@ class ProcessorConfig(KafkaConnection):
         "join",
         AtLeast(0),
     )
-    merge_buffer: int | None = setting(
-        None,
-        "bound the ordered merge's buffers to about this many bytes of records (all "
-        "partitions together): a partition past its share is paused until the merge has "
-        "released half of it (default: unbounded; see docs/ordering.md)",
+    merge_buffer: int = setting(
+        32 * 2**20,
+        "the ordered merge's buffers hold about this many bytes of records (all partitions "
+        "together): a partition past its share is paused until the merge has released half "
+        "of it (see docs/ordering.md)",
         "join",
         Size(),
     )
