@@ -243,6 +243,8 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         yield {"regressor": preprocessing.StandardScaler() | linear_model.LinearRegression()}
         yield {"regressor": linear_model.LinearRegression(), "bins": 1, "window": 30,
                "difficulty": linear_model.LinearRegression(), "alarm_alpha": 0.01}  # fmt: skip
+        yield {"regressor": linear_model.LinearRegression(), "bins": 2, "by": "gallup",
+               "max_categories": 5, "min_category": 3, "alarm_alpha": 0.01}  # fmt: skip
 
     # ------------------------------------------------------------------ predictions
 
@@ -333,7 +335,7 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
             if self._alarm is not None:
                 self._alarm.forget(gone[0])
             self._churn.evicted(gone[1], self._residuals.evictions, self.by,
-                                self.max_categories, stacklevel=4)  # fmt: skip
+                                self.max_categories, stacklevel=3)  # fmt: skip
         if self._alarm is not None:
             self._alarm.learn(key, snapshot, x, y)
         self._version += 1
