@@ -106,9 +106,16 @@ class ResidualStores:
         read only (an empty one if none)."""
         b = self._bin(y_hat)
         own = self._stores.get((key, b))
-        if self.pooled and (own is None or len(own) < self.min_category):
+        if self._pools(own):
             return self._stores.get((POOLED, b), self._empty)
         return self._empty if own is None else own
+
+    def _pools(self, own) -> bool:
+        return self.pooled and (own is None or len(own) < self.min_category)
+
+    def answers_pooled(self, key, y_hat: float) -> bool:
+        """Whether ``store(key, y_hat)`` is the pooled store (the marginal guarantee only)."""
+        return self._pools(self._stores.get((key, self._bin(y_hat))))
 
     def add(self, key, y_hat: float, residual: float):
         """Hold one more residual (and drop the oldest beyond the window); (key, residuals
