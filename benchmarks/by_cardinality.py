@@ -131,7 +131,8 @@ def run_regression(events: int, ids: int, seed: int, checkpoints, max_categories
                     own["covered" if name == "by" else "covered_none"] += lo <= y <= hi
                     own["crps" if name == "by" else "crps_none"] += crps
             if i in checkpoints:
-                sizes[i] = (len(seen), len(pickle.dumps(arms["by"])) / 1e6)
+                by = arms["by"]
+                sizes[i] = (len(seen), len(pickle.dumps(by)) / 1e6, by.calibration_size)
     by = arms["by"]
     return {
         "figures": figures,
@@ -139,6 +140,7 @@ def run_regression(events: int, ids: int, seed: int, checkpoints, max_categories
         "sizes": sizes,
         "evictions": by.evictions,
         "kept": len(by.categories),
+        "window": by.window,
         "warnings": [str(w.message) for w in caught
                      if issubclass(w.category, CategoryChurnWarning)],  # fmt: skip
         "none_pickle": len(pickle.dumps(arms["none"])) / 1e6,
@@ -170,8 +172,11 @@ def print_regression(r: dict, args) -> None:
     pooled_cov = (f["by"]["covered"] - own["covered"]) / max(pooled_n, 1)
     print(f"{'  pooled answers: coverage':28}{pooled_cov:>14.4f}")
     print(f"{'evictions / keys kept':28}{r['evictions']:>14,}{r['kept']:>14,}")
-    for n, (ids_seen, mb) in sorted(r["sizes"].items()):
-        print(f"{f'pickle at {n:,} ({ids_seen:,} ids)':28}{mb:>14.3f} MB")
+    # the ceiling: every key kept holding a full window (the pooled window aside)
+    print(f"pickle of by=user_id as the ids grow (residuals held; at most "
+          f"{r['kept']:,} keys x {r['window']:,}):")  # fmt: skip
+    for n, (ids_seen, mb, held) in sorted(r["sizes"].items()):
+        print(f"{f'  at {n:,} ({ids_seen:,} ids)':28}{mb:>11.3f} MB{held:>14,}")
     print(f"{'pickle without by':28}{r['none_pickle']:>14.3f} MB")
     print(f"churn warnings: {len(r['warnings'])}")
     for text in r["warnings"]:
