@@ -226,8 +226,8 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
             bins, window, backend, seed, max_categories=None if by is None else max_categories,
             pooled=by is not None and fallback != "off", min_category=minimum,
         )  # fmt: skip
-        # cold: fewer residuals in a bin than answer on its own (without the fallback, as
-        # the classifiers count it)
+        # cold: fewer residuals in all than a bin needs to answer on its own, so it never
+        # did (without the fallback, the default's count, as the classifiers')
         self._churn = CategoryChurn(minimum or category_minimum(None, None, by, window, bins),
                                     items="residuals")  # fmt: skip
         self._alarm = None if alarm_alpha is None else ResidualAlarm(alarm_alpha, alarm_period)
