@@ -319,3 +319,14 @@ def test_a_by_restart_with_other_mondrian_settings_is_refused(changed, written, 
         CalibrationUnit.from_state(state, config=_config(**{**by, **changed}))
     again = CalibrationUnit.from_state(state, config=_config(**by))
     assert again.clf.categories == unit.clf.categories
+
+
+@pytest.mark.parametrize("category", ["s1", 7, 2.5, True, None])
+def test_what_waits_keeps_its_category_exactly(category):
+    unit, _ = _unit(_config(**_BY))
+    pred = unit.task.pending_type({"x1": 0.5, "x2": -1.0}, 1.5, 0.75, 0.3, -2.0, math.inf,
+                                  category)  # fmt: skip
+    for time in (None, 1234.5):
+        back = unit.task.unpack(unit.task.pack(pred, time))
+        assert back == pred._replace(time=time)
+        assert type(back.category) is type(category)
