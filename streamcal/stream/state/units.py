@@ -270,9 +270,10 @@ class UnitStates:
         ``final``, their state-topic snapshots too)."""
         Checkpoint(self, outbox).save(units, {u.unit for u in units} if final else ())
 
-    def _commit_stores(self, staged) -> None:
-        """Commit each ``(unit, state)``'s store: ``Checkpoint.save`` with exactly-once,
-        after the Kafka commit (the crash test between the two commits hooks this name)."""
+    def commit_stores(self, staged) -> None:
+        """Commit each ``(unit, state)``'s store: with exactly-once, ``Checkpoint.save``
+        calls this once a checkpoint, after its transaction committed (the window between
+        the two commits: tests/e2e/test_exactly_once.py stops a run here)."""
         for unit, state in staged:
             self.commit_store(unit, state)
 
