@@ -40,13 +40,20 @@ class CategoryChurn:
     (``cold``) and warns once (``warned``) when they show the key churns (see the module
     docstring). Plain data in ``to_state``."""
 
-    def __init__(self, threshold: int):
+    # what a category holds, for the message (the regressor's: "residuals")
+    items = "calibration pairs"
+
+    def __init__(self, threshold: int, items: str | None = None):
         self.threshold = max(1, threshold)  # a category with no pair at all is cold
+        if items is not None:
+            self.items = items
         self.cold = 0
         self.warned = False
 
-    def evicted(self, size: int, evictions: int, by, max_categories: int) -> None:
-        """A category holding ``size`` calibration pairs was evicted, the ``evictions``-th."""
+    def evicted(self, size: int, evictions: int, by, max_categories: int,
+                stacklevel: int = 5) -> None:  # fmt: skip
+        """A category holding ``size`` calibration pairs was evicted, the ``evictions``-th
+        (``stacklevel``: of the warning, the caller of the learner's ``learn_one``)."""
         if size < self.threshold:
             self.cold += 1
         if self.warned or evictions < max_categories or 2 * self.cold < evictions:
@@ -55,13 +62,13 @@ class CategoryChurn:
         key = by.__name__ if callable(by) and hasattr(by, "__name__") else repr(by)
         warnings.warn(
             f"by={key}: {self.cold:,} of the {evictions:,} categories evicted so far had "
-            f"fewer than {self.threshold} calibration pairs of their own: the key has more "
+            f"fewer than {self.threshold} {self.items} of their own: the key has more "
             f"categories than max_categories={max_categories} keeps, so most answers come "
-            "from the pooled calibration set (the marginal guarantee only, not the "
+            "from the pooled set (the marginal guarantee only, not the "
             "per-category one). Raise max_categories, choose a coarser key, or drop by "
             "(warned once)",
             CategoryChurnWarning,
-            stacklevel=5,
+            stacklevel=stacklevel,
         )
 
     def to_state(self) -> dict:

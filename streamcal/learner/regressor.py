@@ -17,6 +17,15 @@ as the classifiers' calibration window). A window keeps the guarantee of a model
 longer learns (the newest residuals of an exchangeable stream are exchangeable with the
 next one) and makes a learning model's held residuals those of a model close to the one
 that predicts; ``window=None`` holds every residual.
+
+With ``by`` the classifiers' Mondrian rules apply (``streamcal.learner.mondrian``): at
+most ``max_categories`` keys hold residuals (the least recently labelled evicted, with
+its alarm), and by default a key holding fewer than ``min_category`` residuals in the bin
+of yhat (none: never labelled, or evicted) is answered from the pooled residuals, the
+newest ``window`` of the whole stream in that bin. **A pooled answer has the marginal
+guarantee only** (the intervals cover as claimed on average over the objects so
+answered, as without ``by``), not the per-category one; ``fallback="off"`` answers every
+key from its own residuals only (an unbounded interval until it holds enough).
 """
 
 from __future__ import annotations
@@ -30,15 +39,42 @@ from river import base
 from streamcal.core.cps import cdf_value
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm_view import AlarmView
-from streamcal.learner.mondrian import category_of
+from streamcal.learner.churn import CategoryChurn
+from streamcal.learner.mondrian import _hashable, category_of
 from streamcal.learner.predictive_distribution import PredictiveDistribution
 from streamcal.learner.residual_alarm import ResidualAlarm
 from streamcal.learner.residuals import ResidualStores
-from streamcal.learner.settings import DEFAULT_WINDOW
+from streamcal.learner.settings import (
+    DEFAULT_MAX_CATEGORIES,
+    DEFAULT_MIN_CATEGORY,
+    DEFAULT_WINDOW,
+    check_mondrian,
+)
 
 __all__ = ["ConformalPredictiveRegressor"]
 
 SIGMA_FLOOR = 0.1  # sigma is at least this times the mean absolute residual so far
+_FROM_X = object()  # no category given: derive it from x with ``by``
+
+
+def category_minimum(min_category, fallback, by, window, bins) -> int:
+    """The residuals a key needs in a bin to answer on its own (below: pooled): 0 without
+    the pooled fallback, else ``min_category``, by default ``DEFAULT_MIN_CATEGORY`` or half
+    a bin's share of the window if smaller (a key with a full window then answers on its
+    own in most bins).
+
+    >>> category_minimum(None, None, "g", 1000, 10), category_minimum(None, None, "g", 1000, 1)
+    (50, 100)
+    >>> category_minimum(7, None, "g", 1000, 10), category_minimum(None, "off", "g", 1000, 10)
+    (7, 0)
+    """
+    if by is None or fallback == "off":
+        return 0
+    if min_category is not None:
+        return min_category
+    if window is None:
+        return DEFAULT_MIN_CATEGORY
+    return max(1, min(DEFAULT_MIN_CATEGORY, window // (2 * bins)))
 
 
 def _check_count(name: str, v, allow_none: bool = False) -> None:
@@ -103,6 +139,21 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         alarm_alpha, whatever the model. None: no alarm.
     alarm_period
         Labels of a ``by`` key between two snapshots of the model for the alarm.
+    min_category, fallback
+        With ``by``, by default: a key holding fewer than ``min_category`` residuals in
+        the bin of yhat (none: never labelled, or evicted) is answered from the pooled
+        residuals (the newest ``window`` of the whole stream, in that bin; default 100,
+        or half a bin's share of the window, ``window / (2 bins)``, if smaller).
+        **Such an answer has only the marginal guarantee (coverage on average over the
+        objects so answered, as without ``by``); the per-category guarantee holds for the
+        answers from a key's own residuals.** ``fallback="off"``: every key from its own
+        residuals only (an infinite interval until it holds enough), as before.
+    max_categories
+        With ``by``: at most this many keys hold residuals (and alarms); the least
+        recently labelled one is evicted when a new one comes (``evictions`` counts
+        them), so memory stays bounded however many values the key has. A key that
+        churns (most evicted keys had fewer than ``min_category`` residuals) brings one
+        ``CategoryChurnWarning``.
     seed
         Seeds the taus of ``cdf`` (a replay draws the same).
     backend
@@ -129,12 +180,29 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
     True
     >>> 0.0 <= dist.cdf(y) <= 1.0, dist.crps(y) >= 0.0
     (True, True)
+
+    With ``by``, a new key is answered from the pooled residuals until it holds its own:
+
+    >>> by_hour = ConformalPredictiveRegressor(linear_model.LinearRegression(), bins=1,
+    ...                                        by="hour", max_categories=3, min_category=30)
+    >>> for i in range(300):
+    ...     by_hour.learn_one({"a": float(i % 7), "hour": i % 3}, float(i % 7 + i % 3))
+    >>> by_hour.categories, by_hour.evictions
+    ([0, 1, 2], 0)
+    >>> by_hour.predict_distribution_one({"a": 1.0, "hour": 1}).n  # its own residuals
+    100
+    >>> by_hour.predict_distribution_one({"a": 1.0, "hour": 5}).n  # none: the pooled ones
+    300
     """
 
     def __init__(self, regressor: base.Regressor, bins: int = 10, by=None, difficulty=None,
                  window: int | None = DEFAULT_WINDOW, alarm_alpha: float | None = None,
-                 alarm_period: int = 1000, seed: int = 0, backend: str | None = None):  # fmt: skip
+                 alarm_period: int = 1000, seed: int = 0, backend: str | None = None,
+                 min_category: int | None = None, fallback: str | None = None,
+                 max_categories: int = DEFAULT_MAX_CATEGORIES):  # fmt: skip
         _check_count("bins", bins)
+        check_mondrian(by, min_category, fallback, max_categories, offered=by is not None,
+                       needs="by")  # fmt: skip
         _check_count("window", window, allow_none=True)
         _check_count("alarm_period", alarm_period)
         if alarm_alpha is not None and not (isinstance(alarm_alpha, float) and 0 < alarm_alpha < 1):
@@ -150,12 +218,23 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         self.alarm_period = alarm_period
         self.seed = seed
         self.backend = backend
-        self._residuals = ResidualStores(bins, window, backend, seed)
+        self.min_category = min_category
+        self.fallback = fallback
+        self.max_categories = max_categories
+        minimum = category_minimum(min_category, fallback, by, window, bins)
+        self._residuals = ResidualStores(
+            bins, window, backend, seed, max_categories=None if by is None else max_categories,
+            pooled=by is not None and fallback != "off", min_category=minimum,
+        )  # fmt: skip
+        # cold: fewer residuals in all than a bin needs to answer on its own, so it never
+        # did (without the fallback, the default's count, as the classifiers')
+        self._churn = CategoryChurn(minimum or category_minimum(None, None, by, window, bins),
+                                    items="residuals")  # fmt: skip
         self._alarm = None if alarm_alpha is None else ResidualAlarm(alarm_alpha, alarm_period)
         self._version = 0  # labels learned: a distribution given before is stale
         self._queries = 0
         self._mean_abs = 0.0  # running mean |residual|: sigma's floor and fallback
-        self._last: tuple | None = None  # (x, its copy, key, yhat, sigma) of the last query
+        self._last: tuple | None = None  # (x, its copy, yhat, sigma) of the last query
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict]:
@@ -164,17 +243,25 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         yield {"regressor": preprocessing.StandardScaler() | linear_model.LinearRegression()}
         yield {"regressor": linear_model.LinearRegression(), "bins": 1, "window": 30,
                "difficulty": linear_model.LinearRegression(), "alarm_alpha": 0.01}  # fmt: skip
+        yield {"regressor": linear_model.LinearRegression(), "bins": 2, "by": "gallup",
+               "max_categories": 5, "min_category": 3, "alarm_alpha": 0.01}  # fmt: skip
 
     # ------------------------------------------------------------------ predictions
 
-    def _predict(self, x: dict) -> tuple:
+    def _key(self, x: dict, category):
+        """The ``by`` key of x: ``category`` if given, else from x (None without ``by``)."""
+        if self.by is None:
+            return None
+        return category_of(self.by, x) if category is _FROM_X else _hashable(category)
+
+    def _predict(self, x: dict, category=_FROM_X) -> tuple:
         """(key, yhat, sigma) of x, reusing the last query's when x is the same object
         unchanged and nothing was learned since (the prequential predict-then-learn)."""
         last = self._last
         if last is not None and last[0] is x and last[1] == x:
-            return last[2:]
+            return (self._key(x, category), *last[2:])
         check_features(x)
-        key = category_of(self.by, x) if self.by is not None else None
+        key = self._key(x, category)
         y_hat = _number(self.regressor.predict_one(x))
         if y_hat is None:  # a model with nothing to say (or broken) predicts 0, as river's do
             y_hat = 0.0
@@ -185,12 +272,13 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
             guess = _number(self.difficulty.predict_one(x))
             floor = SIGMA_FLOOR * self._mean_abs
             sigma = self._mean_abs if guess is None else max(guess, floor)
-        self._last = (x, dict(x), key, y_hat, sigma)
+        self._last = (x, dict(x), y_hat, sigma)
         return key, y_hat, sigma
 
-    def predict_distribution_one(self, x: dict) -> PredictiveDistribution:
-        """The predictive distribution of x's label (see ``PredictiveDistribution``)."""
-        key, y_hat, sigma = self._predict(x)
+    def predict_distribution_one(self, x: dict, category=_FROM_X) -> PredictiveDistribution:
+        """The predictive distribution of x's label (see ``PredictiveDistribution``). With
+        ``by``, ``category=c`` gives x's key instead of deriving it from x."""
+        key, y_hat, sigma = self._predict(x, category)
         self._queries += 1
         return PredictiveDistribution(y_hat, sigma, (self.seed, self._queries),
                                       self._residuals.store(key, y_hat), self,
@@ -230,18 +318,24 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
 
     # ------------------------------------------------------------------ learning
 
-    def learn_one(self, x: dict, y) -> None:
+    def learn_one(self, x: dict, y, category=_FROM_X) -> None:
         """Take the residual of label y (before the model learns it), hold it, then let
         the model (and the difficulty estimate) learn. ``ValueError`` on a label or
-        feature that is not a finite number, before anything changes."""
+        feature that is not a finite number, before anything changes. With ``by``,
+        ``category=`` as for the prediction."""
         y = _check_target(y)
-        key, y_hat, sigma = self._predict(x)
+        key, y_hat, sigma = self._predict(x, category)
         snapshot = None if self._alarm is None else self._alarm.snapshot_due(key, self.regressor)
         # the model first: if it refuses the object (raises), nothing else has changed
         self.regressor.learn_one(x, y)
         if self.difficulty is not None:
             self.difficulty.learn_one(x, abs(y - y_hat))
-        self._residuals.add(key, y_hat, (y - y_hat) / sigma)
+        gone = self._residuals.add(key, y_hat, (y - y_hat) / sigma)
+        if gone is not None:
+            if self._alarm is not None:
+                self._alarm.forget(gone[0])
+            self._churn.evicted(gone[1], self._residuals.evictions, self.by,
+                                self.max_categories, stacklevel=3)  # fmt: skip
         if self._alarm is not None:
             self._alarm.learn(key, snapshot, x, y)
         self._version += 1
@@ -266,6 +360,17 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         return len(self._residuals)
 
     @property
+    def categories(self) -> list:
+        """With ``by``: the keys holding residuals, least recently labelled first; else
+        ``[]``."""
+        return [] if self.by is None else list(self._residuals.sizes)
+
+    @property
+    def evictions(self) -> int:
+        """Keys dropped so far to stay within ``max_categories`` (0 without ``by``)."""
+        return self._residuals.evictions
+
+    @property
     def bin_edges(self) -> list[float]:
         """The edges of the bins of yhat in force (empty before the first fit)."""
         return list(self._residuals.edges)
@@ -274,3 +379,13 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         state = dict(self.__dict__)
         state["_last"] = None  # holds the caller's dict; a prediction is redone after loading
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        if "_churn" not in state:  # from before the keys were bounded: no pooled answer,
+            # the keys bounded from now on (the least recently labelled go as new ones come)
+            state = {**state, "min_category": None, "fallback": "off",
+                     "max_categories": DEFAULT_MAX_CATEGORIES,
+                     "_churn": CategoryChurn(1, items="residuals")}  # fmt: skip
+            if state["by"] is not None:
+                state["_residuals"].max_categories = DEFAULT_MAX_CATEGORIES
+        self.__dict__.update(state)

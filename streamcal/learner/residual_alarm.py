@@ -106,6 +106,11 @@ class ResidualAlarm:
             # the key's own count of the onset, on the regressor's scale (exact for one key)
             self.onset = self.n - feed.alarm.n + feed.alarm.onset
 
+    def forget(self, key) -> None:
+        """Drop the alarm of ``key`` (evicted by the regressor: memory stays bounded). The
+        alarm's first firing, if any, stays; a key that comes back starts a new one."""
+        self.feeds.pop(key, None)
+
     @property
     def alarms(self) -> Mapping:
         """The ``ConformalAlarm`` of each key: a read-only view."""

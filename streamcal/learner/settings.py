@@ -57,6 +57,7 @@ __all__ = [
     "check_horizon",
     "check_merge",
     "check_min_category",
+    "check_mondrian",
     "check_multiclass",
     "check_protect",
 ]
@@ -187,6 +188,36 @@ def check_fallback(fallback) -> None:
         raise ValueError(f"fallback must be 'pooled' or 'off', got {fallback!r}")
 
 
+def check_mondrian(by, min_category, fallback, max_categories, *, offered: bool,
+                   needs: str = "by and mode 'pretrained'") -> None:
+    """The rules of the Mondrian settings, alone and together (the classifiers' and the
+    regressor's): ``offered`` says whether the pooled fallback applies (``needs``: what
+    it needs, for the message). ``TypeError`` for an unhashable ``by``.
+
+    >>> check_mondrian(None, 5, None, 10, offered=False, needs="by")
+    Traceback (most recent call last):
+    ...
+    ValueError: min_category=5 needs by
+    """
+    try:
+        hash(by)
+    except TypeError:
+        raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
+    check_min_category(min_category)
+    check_count("max_categories", max_categories)
+    check_fallback(fallback)
+    if fallback == "off" and min_category:
+        raise ValueError(
+            "min_category needs the pooled fallback: below min_category pairs a category "
+            f"is answered from the pooled set (got min_category={min_category!r}, "
+            "fallback='off')"
+        )
+    if fallback == "pooled" and not offered:
+        raise ValueError(f"fallback='pooled' needs {needs}")
+    if min_category and not offered:
+        raise ValueError(f"min_category={min_category!r} needs {needs}")
+
+
 def check_multiclass(mode=None, fallback=None, min_category=None) -> None:
     """ValueError unless the settings are a multiclass classifier's: mode "pretrained"
     (None: the default), neither ``fallback`` nor ``min_category`` (a multiclass
@@ -255,25 +286,8 @@ class ClassifierSettings:
         return check_protect(self.protect)
 
     def _check_mondrian(self) -> None:
-        by, min_category, fallback = self.by, self.min_category, self.fallback
-        try:
-            hash(by)
-        except TypeError:
-            raise TypeError(f"by must be a feature name or a function of x, got {by!r}") from None
-        check_min_category(min_category)
-        check_count("max_categories", self.max_categories)
-        check_fallback(fallback)
-        if fallback == "off" and min_category:
-            raise ValueError(
-                "min_category needs the pooled fallback: below min_category pairs a category "
-                f"is answered from the pooled set (got min_category={min_category!r}, "
-                "fallback='off')"
-            )
-        offered = by is not None and self.mode == "pretrained"
-        if fallback == "pooled" and not offered:
-            raise ValueError("fallback='pooled' needs by and mode 'pretrained'")
-        if min_category and not offered:
-            raise ValueError(f"min_category={min_category!r} needs by and mode 'pretrained'")
+        check_mondrian(self.by, self.min_category, self.fallback, self.max_categories,
+                       offered=self.by is not None and self.mode == "pretrained")  # fmt: skip
 
     @property
     def pooled(self) -> bool:

@@ -177,14 +177,16 @@ class ProcessorConfig(KafkaConnection):
         None,
         "with --by (mode pretrained): categories with fewer calibration pairs are answered "
         "from the pooled set, with only the pooled guarantee (default: 100, or --window "
-        "if smaller)",
+        "if smaller; regression: residuals in the bin of the model's output, default 100 "
+        "or --window / 20 if smaller)",
         "model",
         Checked(check_min_category, bad=-1),
     )
     fallback: str | None = setting(
         None,
-        "with --by: 'pooled' (the default in mode pretrained: categories without a state "
-        "or below --min-category are answered from all categories' pairs) or 'off'",
+        "with --by: 'pooled' (the default in mode pretrained and for regression: "
+        "categories without a state or below --min-category are answered from all "
+        "categories' pairs or residuals) or 'off'",
         "model",
         Checked(check_fallback, bad="nearest"),
     )

@@ -5,6 +5,7 @@ not needed; a read looks at the tail of the topic, not its history."""
 
 from __future__ import annotations
 
+import copy
 import random
 
 import orjson
@@ -27,8 +28,8 @@ def _config(bootstrap, topics, **extra):
     return ProcessorConfig.build(
         bootstrap_servers=bootstrap, events_topic=topics["events"], labels_topic=topics["labels"],
         scope="partition", state_topic=topics["events"] + "-state", group_id=topics["group"],
-        checkpoint_key=CHECKPOINT_KEY, metrics_file="none", window=50, producer_process=False,
-        model="gnb", **extra,
+        checkpoint_key=CHECKPOINT_KEY, metrics_file="none", producer_process=False,
+        **{"model": "gnb", "window": 50, **extra},
     )  # fmt: skip
 
 
@@ -101,6 +102,55 @@ def test_a_unit_rebuilt_from_the_changelog_equals_the_one_saved(kafka_broker, un
     more = _stream(300, seed=2)
     _feed(rebuilt, more, 10_000)
     assert rebuilt.pending.events > 0
+    again.close()
+    outbox2.close()
+
+
+def _regression_stream(n, seed, shops=12):
+    """Events with a top-level "shop" (more than the unit keeps) and number labels, the
+    labels a few events late."""
+    rng = random.Random(seed)
+    out, waiting = [], []
+    for i in range(n):
+        x = {"f0": rng.gauss(0, 1), "f1": rng.gauss(0, 1)}
+        shop = f"s{rng.randrange(shops)}"
+        out.append(("ev", {"id": f"r{seed}-{i}", "features": x, "shop": shop}))
+        waiting.append((f"r{seed}-{i}", 2 * x["f0"] - x["f1"] + rng.gauss(0, 1)))
+        while waiting and rng.random() < len(waiting) / 10:
+            eid, y = waiting.pop(rng.randrange(len(waiting)))
+            out.append(("lab", {"id": eid, "label": y}))
+    return out
+
+
+def test_a_regression_unit_with_by_rebuilt_from_the_changelog_goes_on_as_the_saved(
+    kafka_broker, unique_topics
+):
+    config = _config(kafka_broker, unique_topics, snapshot_interval=3600, task="regression",
+                     model="logreg", by="shop", max_categories=5, min_category=20,
+                     window=400)  # fmt: skip
+    states, outbox, unit = _holder(config)
+    items = _regression_stream(800, seed=5)
+    for i in range(0, len(items), 100):
+        _feed(unit, items[i : i + 100], i)
+        states.changed.add(UNIT)
+        states.save_changed(outbox, final=i + 100 >= len(items))
+    outbox.flush()
+    want, kept = copy.deepcopy(_everything(unit)), unit.clf.categories  # counts live on
+    assert unit.clf.evictions > 0 and len(kept) == 5
+    more, sent = _regression_stream(300, seed=6), []
+    unit.send = lambda topic, key, value: sent.append(orjson.loads(value))
+    _feed(unit, more, 10_000)  # what the saved unit goes on to predict
+    states.close()
+    outbox.close()
+
+    again, outbox2, rebuilt = _holder(config)
+    assert _everything(rebuilt) == want and rebuilt.clf.categories == kept
+    got = []
+    rebuilt.send = lambda topic, key, value: got.append(orjson.loads(value))
+    _feed(rebuilt, more, 10_000)
+    assert len(got) == 300 and got == sent
+    assert sum(m["lo"] is not None for m in got) > 250  # the pooled residuals answer
+    assert {m["category"] for m in got if "category" in m} > {"s0", "s1"}
     again.close()
     outbox2.close()
 

@@ -6,7 +6,10 @@ from the distribution that was predicted (labels right after their events: nothi
 learned in between, so the distribution is the one the join reads); every interval
 holds its median; bad labels are dead-lettered with the state unchanged; a restart from
 a checkpoint file predicts as the uninterrupted run, and a restart with a setting changed
-that changes what is held or predicted is refused; the settings' rules.
+that changes what is held or predicted is refused; the settings' rules. With ``--by``
+(a top-level field, many values, few kept) the same: the bare regressor with ``by`` fed
+the categories, each prediction and tracker line under its category, a restart equal to
+the uninterrupted run, the Mondrian settings bound to the checkpoint.
 """
 
 from __future__ import annotations
@@ -195,11 +198,13 @@ def test_the_fingerprint_binds_a_regression_state_to_its_task():
 
 
 def test_config_rules():
-    # --by's memory bound and pooled fallback are the classifiers': refused, saying why
-    for by in ("x1", "shop"):
-        with pytest.raises(ValueError, match=r"by \(--by\) is not supported with --task "
-                           r"regression: .* no --max-categories bound .* no pooled answer"):
-            _config(by=by).validate()
+    # --by takes the classifiers' Mondrian settings and their rules
+    _config(by="shop", max_categories=5, min_category=3).validate()
+    _config(by="shop", fallback="off").validate()
+    with pytest.raises(ValueError, match="max_categories needs by"):
+        _config(max_categories=5).validate()
+    with pytest.raises(ValueError, match="min_category needs the pooled fallback"):
+        _config(by="shop", fallback="off", min_category=3).validate()
     with pytest.raises(ValueError, match="model 'gnb' is a classifier"):
         _config(model="gnb").validate()
     with pytest.raises(ValueError, match="quantiles must be comma-separated levels"):
@@ -211,3 +216,117 @@ def test_config_rules():
     _config(model="river.linear_model:LinearRegression", protect=False).validate()
     with pytest.raises(ValueError, match="returned a classifier, not a regressor"):
         CalibrationUnit(_config(model="river.naive_bayes:GaussianNB"))
+
+
+# --------------------------------------------------------------------------- --by
+def _with_shops(items, shops: int, seed: int):
+    """Events with a top-level field "shop" (not a feature): ``shops`` values, skewed, so
+    that some are kept and answer on their own while rare ones churn."""
+    rng = random.Random(seed)
+    out = []
+    for kind, (eid, v) in items:
+        if kind == "e":
+            v = {"features": v, "shop": f"s{min(int(rng.paretovariate(1.0)), shops) - 1}"}
+        out.append((kind, (eid, v)))
+    return out
+
+
+def _feed_by(unit, items, start: int = 0):
+    for t, (kind, (eid, v)) in enumerate(items, start):
+        body = {"id": eid, **v} if kind == "e" else {"id": eid, "label": v}
+        topic = "ev" if kind == "e" else "lab"
+        rec = Record(topic, 0, t, 1000 + t, eid.encode(), orjson.dumps(body))
+        (unit.on_event if kind == "e" else unit.on_label)(rec)
+
+
+_BY = dict(by="shop", max_categories=6, min_category=10, window=200)
+
+
+def test_by_predictions_and_tracker_equal_the_bare_regressor_fed_the_categories():
+    events, labels = _stream(1500, seed=8)
+    items = _with_shops(_interleaved(events, labels), shops=40, seed=9)
+    unit, sent = _unit(_config(alarm=True, **_BY))
+    _feed_by(unit, items)
+    clf = StreamRegressor(_scaled_linear_regression(), window=200, by="shop",
+                          max_categories=6, min_category=10, alarm_alpha=0.01)  # fmt: skip
+    shop = {eid: v["shop"] for kind, (eid, v) in items if kind == "e"}
+    expected, pooled = [], 0
+    for (eid, x), (_, y) in zip(events, labels, strict=True):
+        c = shop[eid]
+        dist = clf.predict_distribution_one(x, category=c)
+        pooled += c not in clf.categories
+        expected.append((eid, c, dist.median, dist.interval(0.8)))
+        clf.learn_one(x, y, category=c)
+
+    def finite(v):
+        return v if math.isfinite(v) else None
+
+    got = [(m["id"], m["category"], m["y_hat"], m["lo"], m["hi"]) for m in _predictions(sent)]
+    assert got == [(e, c, yh, finite(lo), finite(hi)) for e, c, yh, (lo, hi) in expected]
+    assert unit.clf.evictions == clf.evictions > 100 and unit.clf.categories == clf.categories
+    assert pooled > 100  # new or evicted shops were answered, from the pooled residuals
+    # bounded once the store answering holds 9 residuals (own: 10 at least; pooled: the
+    # newest 200 of the stream, over 10 bins of yhat); without the pooled answer, the many
+    # new and evicted shops would have none
+    late = _predictions(sent)[300:]
+    bounded = [m for m in late if m["lo"] is not None and m["hi"] is not None]
+    assert len(bounded) > 0.97 * len(late)
+    assert all(m["lo"] <= m["y_hat"] <= m["hi"] for m in bounded)
+    off, sent_off = _unit(_config(alarm=True, **{**_BY, "min_category": None}, fallback="off"))
+    _feed_by(off, items)
+    late_off = _predictions(sent_off)[300:]
+    assert sum(m["lo"] is not None for m in late_off) < 0.8 * len(late_off)
+    rows = {row["category"]: row for row in unit.category_snapshots()}
+    assert "s0" in rows and rows["s0"]["labels"] > 200
+    assert unit.clf.log_martingale == clf.log_martingale
+
+
+def test_by_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_path):
+    events, labels = _stream(900, seed=10)
+    items = _with_shops(_schedule(events, labels, delay=15, rng=random.Random(11)), 30, 12)
+    cut = len(items) // 2
+    whole, sent_whole = _unit(_config(**_BY))
+    _feed_by(whole, items)
+    first, _ = _unit(_config(**_BY))
+    _feed_by(first, items[:cut])
+    assert first.clf.evictions > 0
+    store = CheckpointStore(tmp_path, key=b"0123456789abcdef")
+    store.save(full_state(first))
+    second = CalibrationUnit.from_state(store.load(), config=_config(**_BY))
+    sent = []
+    second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
+    _feed_by(second, items[cut:], start=cut)
+    tail = [m for _, m in sent_whole][-len(sent) :]
+    assert len(sent) > 400 and [m for _, m in sent] == tail
+    assert second.snapshot() == whole.snapshot()
+    assert second.category_snapshots() == whole.category_snapshots()
+    assert second.clf.categories == whole.clf.categories
+
+
+@pytest.mark.parametrize("changed, written, configured", [
+    (dict(max_categories=7), "max_categories=6", "max_categories=7"),
+    (dict(min_category=9), "min_category=10", "min_category=9"),
+    (dict(fallback="off"), "fallback=None", "fallback='off'"),
+    (dict(by="till"), "by='shop'", "by='till'"),
+])  # fmt: skip
+def test_a_by_restart_with_other_mondrian_settings_is_refused(changed, written, configured):
+    events, labels = _stream(50, seed=13)
+    by = {k: v for k, v in _BY.items() if k != "min_category" or "fallback" not in changed}
+    unit, _ = _unit(_config(**by))
+    _feed_by(unit, _with_shops(_interleaved(events, labels), 5, 14))
+    state = full_state(unit)
+    with pytest.raises(CheckpointError, match=f"written with {written} but .* {configured}"):
+        CalibrationUnit.from_state(state, config=_config(**{**by, **changed}))
+    again = CalibrationUnit.from_state(state, config=_config(**by))
+    assert again.clf.categories == unit.clf.categories
+
+
+@pytest.mark.parametrize("category", ["s1", 7, 2.5, True, None])
+def test_what_waits_keeps_its_category_exactly(category):
+    unit, _ = _unit(_config(**_BY))
+    pred = unit.task.pending_type({"x1": 0.5, "x2": -1.0}, 1.5, 0.75, 0.3, -2.0, math.inf,
+                                  category)  # fmt: skip
+    for time in (None, 1234.5):
+        back = unit.task.unpack(unit.task.pack(pred, time))
+        assert back == pred._replace(time=time)
+        assert type(back.category) is type(category)

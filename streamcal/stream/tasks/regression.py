@@ -16,6 +16,14 @@ them with the interval that was predicted.
 The model: ``--model logreg`` (the default) is read as scaled linear regression here;
 ``module:function`` must return a river regressor. The residuals held are the newest
 ``--window`` (the learner's default 1000), in 10 Mondrian bins of the model's output.
+
+With ``--by`` every value of the field has its residuals (per bin), as the classifiers'
+categories have their calibration sets: at most ``--max-categories`` values are kept
+(the least recently labelled evicted), and a value holding fewer than ``--min-category``
+residuals in the bin of the model's output (none: new, or evicted) is answered from the
+pooled residuals, the newest ``--window`` of the unit's stream, unless ``--fallback off``
+(``ConformalPredictiveRegressor``). A pooled answer has the marginal guarantee only. The
+category waits with the prediction, and the label is scored and learned under it.
 """
 
 from __future__ import annotations
@@ -163,25 +171,9 @@ class RegressionTask(Task):
     # ------------------------------------------------------------------ the settings
     @classmethod
     def check_settings(cls, config) -> None:
-        """The regression rules: no ``--scheme``, no ``--by``, a model that is the default
-        or ``module:function``.
-
-        ``--by`` promises what the regressor cannot keep yet: a memory bound
-        (``--max-categories``: the least recently labelled category evicted; the
-        regressor keeps every key's residuals and, with the alarm, two copies of the
-        model per key, for good) and a pooled answer for a category with few labels
-        (``--min-category``, ``--fallback``: the regressor has no pooled residuals
-        beside the keys', so a new category's interval would stay unbounded until it
-        holds some 20 residuals in each bin). Refused rather than run without them."""
+        """The regression rules: no ``--scheme``, a model that is the default or
+        ``module:function``."""
         super().check_settings(config)
-        if config.by is not None:
-            raise ValueError(
-                "by (--by) is not supported with --task regression: the regressor has no "
-                "--max-categories bound (its memory would grow with every value of the "
-                "field) and no pooled answer for a category with few labels "
-                "(--min-category, --fallback); run without --by (the intervals are then "
-                "calibrated over the whole stream; the field can be a feature of the model)"
-            )
         if config.model != DEFAULT_MODEL and (":" not in config.model
                                               or config.model.startswith("score:")):  # fmt: skip
             raise ValueError(
@@ -210,7 +202,8 @@ class RegressionTask(Task):
     def own_fingerprint(config) -> dict:
         """``--interval-coverage`` (what waits holds its interval, the tracker its claim) and
         ``--quantiles`` (by their levels: "0.1, 0.9" is "0.1,0.9"). The residuals' window
-        and ``--by`` are the classifiers' settings, bound as theirs; the bins are fixed.
+        and ``--by`` (with ``--min-category``, ``--fallback``, ``--max-categories``) are the
+        classifiers' settings, bound as theirs; the bins are fixed.
 
         >>> from streamcal.stream.config import ProcessorConfig
         >>> RegressionTask.own_fingerprint(ProcessorConfig.build(task="regression",
@@ -236,15 +229,20 @@ class RegressionTask(Task):
         return model
 
     def new_classifier(self):
-        window = self.config.classifier_settings().window
-        return StreamRegressor(self.new_model(), window=window, alarm_alpha=self.alarm_alpha)
+        s = self.config.classifier_settings()
+        return StreamRegressor(self.new_model(), window=s.window, alarm_alpha=self.alarm_alpha,
+                               by=s.by, min_category=s.min_category, fallback=s.fallback,
+                               max_categories=s.max_categories)  # fmt: skip
 
     def classifier_from_state(self, state: dict, clf, labels: int = 0):
         return self.classifier_class().from_state(state)
 
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingRegression]:
-        dist = clf.predict_distribution_one(ev.x)
+        if self.by is None:
+            dist = clf.predict_distribution_one(ev.x)
+        else:  # the event's category, read at decoding (a feature, or a top-level field)
+            dist = clf.predict_distribution_one(ev.x, category=ev.category)
         lo, hi = dist.interval(self.coverage)
         quantiles = {name: _json_number(dist.quantile(q))
                      for name, q in zip(self.level_names, self.levels, strict=True)}  # fmt: skip
@@ -281,7 +279,7 @@ class RegressionTask(Task):
 
     def learn(self, clf, pred: PendingRegression, y) -> None:
         # The label is scored before it is learned: its own residual must not count.
-        self._scored = clf.score_label(pred.y_model, pred.sigma, y, pred.tau)
+        self._scored = clf.score_label(pred.y_model, pred.sigma, y, pred.tau, pred.category)
         super().learn(clf, pred, y)
 
     def track(self, clf, tracker, pred: PendingRegression, y) -> None:
