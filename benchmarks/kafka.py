@@ -129,10 +129,11 @@ def child_cpu(before) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def run_streamcal(bootstrap, topics, n, every, extra=(), env=None,
-                  python=None) -> tuple[float, float, dict]:  # fmt: skip
+def run_streamcal(bootstrap, topics, n, every, extra=(), env=None, python=None,
+                  mode: str | None = "sva") -> tuple[float, float, dict]:  # fmt: skip
     """(events/s, CPU s per event, last metric line) of ``streamcal run`` by ``python`` (an
-    install's interpreter; this one by default)."""
+    install's interpreter; this one by default), in ``mode`` (None: the processor's
+    default mode)."""
     tmp = tempfile.mkdtemp()
     metrics = os.path.join(tmp, "metrics.jsonl")
     cmd = [
@@ -140,7 +141,8 @@ def run_streamcal(bootstrap, topics, n, every, extra=(), env=None,
         "--bootstrap-servers", bootstrap, "--group-id", topics["group"],
         "--events-topic", topics["events"], "--labels-topic", topics["labels"],
         "--predictions-topic", topics["predictions"], "--dead-letter-topic", topics["dead"],
-        "--mode", "sva", "--model", "logreg", "--metrics-file", metrics,
+        *(() if mode is None else ("--mode", mode)), "--model", "logreg",
+        "--metrics-file", metrics,
         "--metrics-every", str(every), "--max-idle-s", "2", *extra,
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -192,6 +194,7 @@ class MemoryConsumer:
                     for i, r in enumerate(recs[p::partitions])
                 ]
         self.pos = dict.fromkeys(self.data, 0)
+        self.paused: set = set()  # the merge's bound pauses a partition it holds enough of
 
     def partitions_for_topic(self, topic):
         return {tp.partition for tp in self.data if tp.topic == topic}
@@ -202,10 +205,16 @@ class MemoryConsumer:
 
         return TopicPartition(topic, partition)
 
+    def pause(self, *tps):
+        self.paused.update(tps)
+
+    def resume(self, *tps):
+        self.paused.difference_update(tps)
+
     def poll(self, timeout_ms=0, max_records=2000):
         for tp, recs in self.data.items():
             p = self.pos[tp]
-            if p < len(recs):
+            if p < len(recs) and tp not in self.paused:
                 self.pos[tp] = p + min(max_records, 500)
                 return {tp: recs[p : p + min(max_records, 500)]}
         time.sleep(timeout_ms / 1000)
