@@ -129,11 +129,28 @@ def child_cpu(before) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+def thread_cpu(pid: int) -> dict:
+    """{thread id: (its name, CPU seconds so far)} of the process ``pid`` (Linux /proc)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
 def run_streamcal(bootstrap, topics, n, every, extra=(), env=None, python=None,
-                  mode: str | None = "sva") -> tuple[float, float, dict]:  # fmt: skip
+                  mode: str | None = "sva", threads: dict | None = None,
+                  ) -> tuple[float, float, dict]:  # fmt: skip
     """(events/s, CPU s per event, last metric line) of ``streamcal run`` by ``python`` (an
     install's interpreter; this one by default), in ``mode`` (None: the processor's
-    default mode)."""
+    default mode). With ``threads`` (a dict) the process's threads are read every 0.1 s:
+    it gets {thread id: (name, CPU seconds)} as last read (a thread's last 0.1 s lost)."""
     tmp = tempfile.mkdtemp()
     metrics = os.path.join(tmp, "metrics.jsonl")
     cmd = [
@@ -146,7 +163,18 @@ def run_streamcal(bootstrap, topics, n, every, extra=(), env=None, python=None,
         "--metrics-every", str(every), "--max-idle-s", "2", *extra,
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, cwd=tempfile.gettempdir(), env=env)
+    if threads is None:
+        subprocess.run(cmd, check=True, cwd=tempfile.gettempdir(), env=env)
+    else:
+        proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env)
+        while proc.poll() is None:
+            try:
+                threads.update(thread_cpu(proc.pid))
+            except OSError:  # it exited meanwhile
+                pass
+            time.sleep(0.1)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
     cpu = child_cpu(before)
     with open(metrics, "rb") as fh:
         lines = [orjson.loads(x) for x in fh]

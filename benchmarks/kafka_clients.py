@@ -161,8 +161,10 @@ def run_loop(kind: str, bs: str, topics: dict, n: int, out: str) -> tuple[float,
     return float(done.stdout.strip()), _cpu(before)
 
 
-def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str) -> tuple[float, float]:
-    """(events/s, CPU seconds) of ``arm`` over topics of ``n`` events."""
+def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str,
+            threads: dict | None = None) -> tuple[float, float]:  # fmt: skip
+    """(events/s, CPU seconds) of ``arm`` over topics of ``n`` events (``threads``: see
+    ``bench.run_streamcal``)."""
     out = f"{topics['events']}.out-{tag}"
     if arm in LOOPS:
         return run_loop(arm, bs, topics, n, out)
@@ -172,12 +174,42 @@ def run_arm(arm: str, bs: str, topics: dict, n: int, tag: str) -> tuple[float, f
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     rate, _, _ = bench.run_streamcal(bs, t, n, every, extra, env={**os.environ, **bench._KEY},
                                      python=_run.get("python") if arm == BASELINE else None,
-                                     mode=_run["mode"])  # fmt: skip
+                                     mode=_run["mode"], threads=threads)  # fmt: skip
     return rate, _cpu(before)
+
+
+def _thread_groups(threads: dict) -> dict:
+    """CPU seconds by kind of thread: librdkafka's own (named rdk:...) and the rest (the
+    interpreter's: the processor's loop and its helper threads)."""
+    out = {"librdkafka's threads": 0.0, "Python's threads": 0.0}
+    for name, seconds in threads.values():
+        out["librdkafka's threads" if name.startswith("rdk:") else "Python's threads"] += seconds
+    return out
+
+
+def thread_split(bs: str, inputs: dict, n: int, repeat: int) -> None:
+    """``streamcal run --kafka-client librdkafka``'s marginal CPU per event by thread kind,
+    ``repeat`` rounds."""
+    rows: dict = {}
+    for rep in range(repeat):
+        got = {}
+        for size in (n, SMALL):
+            threads: dict = {}
+            _, total = run_arm(LIBRDKAFKA, bs, inputs[size], size, f"t{rep}-{size}", threads)
+            got[size] = {**_thread_groups(threads), "the whole process": total}
+        for name in got[n]:
+            rows.setdefault(name, []).append(1e6 * (got[n][name] - got[SMALL][name])
+                                             / (n - SMALL))  # fmt: skip
+        print(f"round {rep + 1}: {_load()}: " + ", ".join(f"{k} {v[-1]:.1f}"
+                                                         for k, v in rows.items()), flush=True)
+    print(f"\n{LIBRDKAFKA}: marginal CPU µs per event by thread, median (range)")
+    for name, xs in rows.items():
+        print(f"{name:72s} {_cell(xs)}")
 
 
 RIVER = "river model alone: predict_proba_one, learn_one"
 CLASSIFIER = "VennAbersClassifier alone: predict_numbers_one, learn_one"
+LATE = "the same, each label 500 events after its event"
 TASK = "the learner as the unit calls it: task predict, refuse, learn, track"
 
 
@@ -185,8 +217,11 @@ def learner_alone(n: int, mode: str | None) -> dict:
     """CPU µs per event (with its label) of the learner without Kafka nor the stream, on
     decoded events, each label right after its event (the order the processor's merge
     gives this benchmark's input), after 2,000 of warm-up: the river model, the
-    classifier with the processor's settings, and the unit's task around it (the
-    tracker's update and its check of the prediction)."""
+    classifier with the processor's settings (also with each label 500 events late, as
+    the loops' batches bring them), and the unit's task around it (the tracker's update
+    and its check of the prediction)."""
+    from collections import deque
+
     from streamcal.stream.config import ProcessorConfig
     from streamcal.stream.messages import Fields, decode_event, decode_label
     from streamcal.stream.models import make_model
@@ -201,8 +236,8 @@ def learner_alone(n: int, mode: str | None) -> dict:
     model = make_model("logreg")
     unit = CalibrationUnit(config, send=lambda topic, key, value: None)
     task, tracker, clf = unit.task, unit.tracker, unit.clf
-    alone = task.new_classifier()
-    alone.warn_unlearned = alone.watch_delays = False
+    alone, late = task.new_classifier(), task.new_classifier()
+    alone.warn_unlearned = alone.watch_delays = late.warn_unlearned = late.watch_delays = False
 
     def river(rows):
         for ev, lab in rows:
@@ -214,6 +249,18 @@ def learner_alone(n: int, mode: str | None) -> dict:
             numbers = alone.predict_numbers_one(ev.x)
             alone.learn_one(ev.x, lab.y, p=numbers[2])
 
+    def labels_late(rows, lag=500):
+        # as a consumer's batches give them: the pretrained mode's score of a prediction
+        # is reused by its label only if no other object was scored in between
+        waiting = deque()
+        for ev, lab in rows:
+            waiting.append((ev.x, lab.y, late.predict_numbers_one(ev.x)[2]))
+            if len(waiting) > lag:
+                x, y, p = waiting.popleft()
+                late.learn_one(x, y, p=p)
+        for x, y, p in waiting:
+            late.learn_one(x, y, p=p)
+
     def as_the_unit(rows):
         for ev, lab in rows:
             _, pred = task.predict(clf, ev)
@@ -222,7 +269,8 @@ def learner_alone(n: int, mode: str | None) -> dict:
                 task.track(clf, tracker, pred, lab.y)
 
     out = {}
-    for name, fn in ((RIVER, river), (CLASSIFIER, classifier), (TASK, as_the_unit)):
+    arms = (river, classifier, labels_late, as_the_unit)
+    for name, fn in zip(learner_alone_names(), arms, strict=True):
         fn(decoded[:warm])
         out[name] = bench.cpu_us(lambda fn=fn: fn(decoded[warm:]), n)
     unit.store.close()
@@ -287,20 +335,64 @@ def _cell(xs: list) -> str:
     return f"{bench._median(xs):7.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
 
-def processor_split(n: int, repeat: int, mode: str | None) -> None:
+_warm: set = set()  # the split's arms run once already in this process
+
+
+def split_round(n: int, mode: str | None) -> dict:
+    """One round of the split: each arm once, the learner alone after them. Each arm runs
+    once over 3,000 events first in a process: numba loads a kernel at its first call
+    (the store's packing, the protector's and the alarm's learning: 0.3 s or more), which
+    would otherwise be charged to the first arm that calls it."""
+    for name, extra in SPLIT.items():
+        if (name, mode) not in _warm:
+            split_once(3000, extra, mode)
+            _warm.add((name, mode))
+    rows = {name: split_once(n, extra, mode) for name, extra in SPLIT.items()}
+    return {**rows, **learner_alone(n, mode)}
+
+
+def _split_elsewhere(tree: str, n: int, mode: str | None) -> dict:
+    """``split_round`` run by the streamcal of the checkout ``tree`` (first on PYTHONPATH:
+    an earlier commit's worktree), in a process of its own."""
+    import json
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--split", str(n), "--json"]
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    done = subprocess.run(cmd + (["--mode", mode] if mode else []), check=True, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def processor_split(n: int, repeat: int, mode: str | None, trees: dict | None = None) -> None:
     """CPU µs per event (with its label) of the processor in process and of the learner
-    alone: ``repeat`` rounds, the arms alternating within each; medians (ranges)."""
+    alone: ``repeat`` rounds, the arms alternating within each; medians (ranges). With
+    ``trees`` ({name: checkout}), each round runs every checkout's split in turn (each in
+    a process of its own) and the per-round ratios to the first are printed too."""
     rows: dict = {}
     for r in range(repeat):
         print(f"round {r + 1}: {_load()}", flush=True)
-        for name, extra in SPLIT.items():
-            rows.setdefault(name, []).append(split_once(n, extra, mode))
-        for name, us in learner_alone(n, mode).items():
-            rows.setdefault(name, []).append(us)
+        for tree, path in (trees or {"": None}).items():
+            got = split_round(n, mode) if path is None else _split_elsewhere(path, n, mode)
+            for name, us in got.items():
+                rows.setdefault((tree, name), []).append(us)
+            if trees:
+                print(f"  {tree}: " + ", ".join(f"{us:.1f}" for us in got.values()), flush=True)
     print(f"\nin process, no broker, mode {mode or 'the default'}: CPU µs per event with its "
           f"label, median (range) of {repeat} rounds; {_load()}")  # fmt: skip
-    for name, xs in rows.items():
-        print(f"{name:72s} {_cell(xs)}")
+    for (tree, name), xs in rows.items():
+        print(f"{tree + ' ' if tree else ''}{name:72s} {_cell(xs)}")
+    if trees and len(trees) > 1:
+        first, *others = trees
+        for other in others:
+            print(f"\n{other} / {first}, per round: median (range)")
+            for name in SPLIT | dict.fromkeys(learner_alone_names()):
+                xs = [a / b for a, b in zip(rows[(other, name)], rows[(first, name)],
+                                            strict=True)]  # fmt: skip
+                print(f"{name:72s} {bench._median(xs):5.3f} ({min(xs):.3f}-{max(xs):.3f})")
+
+
+def learner_alone_names() -> tuple:
+    return (RIVER, CLASSIFIER, LATE, TASK)
 
 
 def _report(arms, marginal: dict, rates: dict, alone: dict, n: int, repeat: int) -> None:
@@ -340,10 +432,23 @@ def main() -> None:
                     help="no broker: where the processor's CPU goes, over EVENTS events")
     ap.add_argument("--baseline-python", metavar="PYTHON", default=None,
                     help="also run streamcal run (kafka-python) of the install of PYTHON")
+    ap.add_argument("--split-tree", metavar="NAME=DIR", action="append", default=[],
+                    help="--split: also run the split of the checkout DIR (an earlier "
+                    "commit's worktree), alternating with this one's, as NAME")
+    ap.add_argument("--threads", action="store_true",
+                    help="only the librdkafka path, its CPU split by thread")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one round
     args = ap.parse_args()
     _run["mode"] = args.mode
+    if args.split and args.json:
+        import json
+
+        print(json.dumps(split_round(args.split, args.mode)))
+        return
     if args.split:
-        processor_split(args.split, args.repeat, args.mode)
+        trees = dict(t.split("=", 1) for t in args.split_tree)
+        trees = {"this checkout": _HERE + "/..", **trees} if trees else None
+        processor_split(args.split, args.repeat, args.mode, trees)
         return
     n = args.events
     arms = (*LOOPS, *STREAMCAL)
@@ -360,6 +465,9 @@ def main() -> None:
             topics = {k: f"clients-{tag}-{size}.{k}" for k in ("events", "labels")}
             bench.produce_input(bs, topics["events"], topics["labels"], size)
             inputs[size] = topics
+        if args.threads:
+            thread_split(bs, inputs, n, args.repeat)
+            return
         marginal: dict = {a: [] for a in arms}
         rates: dict = {a: [] for a in arms}
         alone: dict = {}
