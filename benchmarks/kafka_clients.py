@@ -416,6 +416,7 @@ def _report(arms, marginal: dict, rates: dict, alone: dict, n: int, repeat: int)
     ratio(rd, hand, "librdkafka path / hand-written loop (target <= 2.5)")
     ratio(rd, kp, "librdkafka path / kafka-python path (target <= 0.4)")
     ratio(marginal[WITH_VA], hand, "loop with VennAbersClassifier / hand-written loop")
+    ratio(rd, marginal[WITH_VA], "librdkafka path / loop with VennAbersClassifier")
     ratio(alone[TASK], rd, "the learner as the unit calls it / librdkafka path")
     ratio(alone[CLASSIFIER], hand, "VennAbersClassifier alone / hand-written loop")
     if BASELINE in marginal:
