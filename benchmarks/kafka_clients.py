@@ -187,24 +187,31 @@ def _thread_groups(threads: dict) -> dict:
     return out
 
 
-def thread_split(bs: str, inputs: dict, n: int, repeat: int) -> None:
+def thread_split(bs: str, inputs: dict, n: int, repeat: int, flags: list) -> None:
     """``streamcal run --kafka-client librdkafka``'s marginal CPU per event by thread kind,
-    ``repeat`` rounds."""
+    ``repeat`` rounds; with ``flags`` (more flags of ``streamcal run``) each round also
+    runs it with them, alternating."""
+    variants = {LIBRDKAFKA: STREAMCAL[LIBRDKAFKA]}
+    if flags:
+        variants[f"{LIBRDKAFKA} {' '.join(flags)}"] = [*STREAMCAL[LIBRDKAFKA], *flags]
     rows: dict = {}
     for rep in range(repeat):
-        got = {}
-        for size in (n, SMALL):
-            threads: dict = {}
-            _, total = run_arm(LIBRDKAFKA, bs, inputs[size], size, f"t{rep}-{size}", threads)
-            got[size] = {**_thread_groups(threads), "the whole process": total}
-        for name in got[n]:
-            rows.setdefault(name, []).append(1e6 * (got[n][name] - got[SMALL][name])
-                                             / (n - SMALL))  # fmt: skip
-        print(f"round {rep + 1}: {_load()}: " + ", ".join(f"{k} {v[-1]:.1f}"
-                                                         for k, v in rows.items()), flush=True)
-    print(f"\n{LIBRDKAFKA}: marginal CPU µs per event by thread, median (range)")
-    for name, xs in rows.items():
-        print(f"{name:72s} {_cell(xs)}")
+        for arm, extra in variants.items():
+            STREAMCAL[arm] = extra
+            got = {}
+            for size in (n, SMALL):
+                threads: dict = {}
+                tag = f"t{rep}-{list(variants).index(arm)}-{size}"
+                _, total = run_arm(arm, bs, inputs[size], size, tag, threads)
+                got[size] = {**_thread_groups(threads), "the whole process": total}
+            for name in got[n]:
+                rows.setdefault((arm, name), []).append(1e6 * (got[n][name] - got[SMALL][name])
+                                                        / (n - SMALL))  # fmt: skip
+            print(f"round {rep + 1}, {arm}: {_load()}: " + ", ".join(
+                f"{k} {v[-1]:.1f}" for (a, k), v in rows.items() if a == arm), flush=True)
+    print("\nmarginal CPU µs per event by thread, median (range)")
+    for (arm, name), xs in rows.items():
+        print(f"{arm + ': ' + name:72s} {_cell(xs)}")
 
 
 RIVER = "river model alone: predict_proba_one, learn_one"
@@ -438,6 +445,8 @@ def main() -> None:
                     "commit's worktree), alternating with this one's, as NAME")
     ap.add_argument("--threads", action="store_true",
                     help="only the librdkafka path, its CPU split by thread")
+    ap.add_argument("--with-flags", default="", metavar="FLAGS",
+                    help="--threads: also run it with these flags of streamcal run")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one round
     args = ap.parse_args()
     _run["mode"] = args.mode
@@ -467,7 +476,7 @@ def main() -> None:
             bench.produce_input(bs, topics["events"], topics["labels"], size)
             inputs[size] = topics
         if args.threads:
-            thread_split(bs, inputs, n, args.repeat)
+            thread_split(bs, inputs, n, args.repeat, args.with_flags.split())
             return
         marginal: dict = {a: [] for a in arms}
         rates: dict = {a: [] for a in arms}
