@@ -2,7 +2,7 @@
 scale with the residuals held, the libraries with online conformal predictive systems
 side by side, and validity / sharpness on exchangeable streams.
 
-    python benchmarks/regression.py              # every part (~5 minutes)
+    python benchmarks/regression.py              # every part (~8 minutes)
     python benchmarks/regression.py --quick      # smaller n, fewer events (~1 minute)
     python benchmarks/regression.py --part cost  # one part: cost, scale, store, others,
                                                  # validity
@@ -22,7 +22,11 @@ Parts:
   are installed (benchmarks only, not dependencies); skipped with a message otherwise.
 * ``validity``: coverage of the 90% / 50% intervals, the PIT's Kolmogorov distance and
   the CRPS against a Gaussian with the running residual sd, after 1,000 labels: the
-  defaults (10 bins, window 1000) beside one pool, a longer window and none; then
+  defaults (10 bins, window 1000) beside one pool, a longer window and none; then on
+  friedman the oracles (``_FriedmanOracles``: the best distribution given the model's
+  yhat, 100 draws of it, a perfect model's) and the verdict whether friedman can test
+  the sharpness target (<= 0.97x); then the public data sets randhie and fair
+  (statsmodels, the ``bench`` extra; skipped without it) shuffled by 5 seeds; then
   river's packaged regression data sets (TrumpApproval, ChickWeights: all that river
   ships offline with more than a few hundred rows) shuffled, after 200 labels (too few
   rows for 1,000: a smoke check), with a window of 100 beside the defaults.
@@ -32,13 +36,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from river import dummy, linear_model, preprocessing, stats
+from river import base, dummy, linear_model, preprocessing, stats
 
 from streamcal import ConformalPredictiveRegressor
 from streamcal.core.rank_store import RankStore
@@ -241,6 +246,166 @@ def _validity_row(name, bins, window, data, burn) -> None:
           f"{r['cover50']:.3f} | {r['ks']:.4f} | {r['ratio']:.3f} |")  # fmt: skip
 
 
+def _sample_crps(sample: np.ndarray, y: float, fair: bool = True) -> float:
+    """CRPS at y, E|X - y| - E|X - X'| / 2, from a sample of X: ``fair``, the unbiased
+    estimate of the law's (Ferro 2014: the pairs j != k); else the sample's own, the
+    empirical distribution's (as ``PredictiveDistribution.crps``)."""
+    s = np.sort(sample)
+    k = len(s)
+    pairs = float(np.dot(s, 2 * np.arange(1, k + 1) - k - 1))  # sum over j < k of s_k - s_j
+    return float(np.mean(np.abs(s - y))) - pairs / (k * (k - 1) if fair else k * k)
+
+
+def _exp_crps(f: float, s: float, y: float) -> float:
+    """CRPS at y of f + s (E - 1), E ~ Exp(1): friedman's true law around f(x)."""
+    z = (y - f) / s + 1
+    return s * (z + 2 * math.exp(-z) - 1.5 if z >= 0 else 0.5 - z)
+
+
+class _FriedmanOracles:
+    """The best predictive distributions on friedman, for ``S.score``'s ``oracles``:
+
+    * ``given yhat``: the law of y given the bare model's prediction, i.e. yhat plus the
+      residuals that the model as it is now (refreshed every ``every`` events) makes on
+      the ``k`` objects nearest in yhat of a fresh reference sample of ``size``;
+    * ``draws``: the empirical distribution of ``draws`` residuals drawn from that law
+      (the defaults' bin holds 100: window 1000 over 10 bins): the best that a
+      distribution of so many residuals can expect, (1 + 1/draws) times the law's CRPS;
+    * ``gaussian given yhat``: a Gaussian with that law's mean and sd (the right centre
+      and spread, a Gaussian's shape);
+    * ``given x``: the true law of y given x, f(x) + s(x) (E - 1): a perfect model's.
+    """
+
+    def __init__(self, bare, seed: int, size: int = 100000, k: int = 250, every: int = 50,
+                 draws: int = 100):  # fmt: skip
+        import pandas as pd
+
+        self.bare, self.k, self.every, self.draws, self.calls = bare, k, every, draws, 0
+        self.rng = np.random.default_rng(seed)
+        ref = list(S.stream("friedman", size, seed=10**6 + seed))
+        self.x = pd.DataFrame([x for x, _ in ref])
+        self.y = np.array([y for _, y in ref])
+
+    def _law(self) -> tuple[np.ndarray, np.ndarray]:
+        """(yhat, residual) of the reference sample by the model now, sorted by yhat."""
+        y_hat = self.bare.predict_many(self.x).to_numpy()  # = predict_one's, row by row
+        order = np.argsort(y_hat)
+        return y_hat[order], (self.y - y_hat)[order]
+
+    def __call__(self, x: dict, y_hat: float, y: float) -> dict[str, float]:
+        if self.calls % self.every == 0:
+            self.law = self._law()
+        self.calls += 1
+        at = int(np.searchsorted(self.law[0], y_hat))
+        lo = min(max(at - self.k // 2, 0), len(self.y) - self.k)
+        near = self.law[1][lo : lo + self.k]
+        drawn = self.rng.choice(near, self.draws, replace=False)
+        return {"given yhat": _sample_crps(y_hat + near, y),
+                "draws": _sample_crps(y_hat + drawn, y, fair=False),
+                "gaussian given yhat": S.gaussian_crps(y_hat + float(np.mean(near)),
+                                                       float(np.std(near)), y),
+                "given x": _exp_crps(*S.friedman_law(x), y)}  # fmt: skip
+
+
+class _Frozen(base.Regressor):
+    """A trained model that learns no more: its residuals are exchangeable."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def predict_one(self, x):
+        return self.model.predict_one(x)
+
+    def predict_many(self, X):
+        return self.model.predict_many(X)
+
+    def learn_one(self, x, y):
+        pass
+
+
+_TARGET = 0.97
+
+
+def _oracle_rows(seeds, n: int, frozen: bool) -> tuple[list[float], list[float]]:
+    """Print a row per seed; return the ratios of the law given yhat and of its draws."""
+    best, drawn = [], []
+    for seed in seeds:
+        if frozen:  # trained on 1,000 other labels, then fixed
+            model = lr()
+            for x, y in S.stream("friedman", 1000, seed=2 * 10**6 + seed):
+                model.learn_one(x, y)
+            arms, bare = ((10, 1000), (10, None)), _Frozen(model)
+        else:
+            arms, bare = ((10, 1000),), lr()
+        cps = []
+        for i, (bins, window) in enumerate(arms):
+            model = ConformalPredictiveRegressor(bare if frozen else lr(), bins=bins,
+                                                 window=window)  # fmt: skip
+            scored = bare if frozen else lr()  # the bare model of the Gaussian and oracles
+            # the same in each arm (so is the bare model): computed in the first only
+            oracles = _FriedmanOracles(scored, seed, every=10**9 if frozen else 50)
+            r = S.score(model, scored, S.stream("friedman", n, seed=seed),
+                        oracles=oracles if i == 0 else None)  # fmt: skip
+            cps.append(f"{r['ratio']:.3f}")
+            if i == 0:
+                o = r
+        best.append(o["oracle given yhat"])
+        drawn.append(o["oracle draws"])
+        names = ("given yhat", "draws", "gaussian given yhat", "given x")
+        print(f"| {'frozen' if frozen else 'learning'} | {seed} | " + " | ".join(cps)
+              + " | -" * (2 - len(cps)) + " | "
+              + " | ".join(f"{o['oracle ' + m]:.3f}" for m in names) + " |")  # fmt: skip
+    return best, drawn
+
+
+def oracle(quick: bool) -> None:
+    """On friedman: how sharp could any distribution around this model's prediction be?"""
+    n, seeds = (5000, (1,)) if quick else (11000, (1, 2, 3))
+    print("CRPS / the running Gaussian, after 1,000 labels; oracles: _FriedmanOracles\n")
+    print("| model | seed | CPS (defaults) | CPS (10 bins, no window) | oracle given yhat | "
+          "oracle: 100 draws of it | oracle: Gaussian given yhat | oracle given x |\n"
+          "|---|---|---|---|---|---|---|---|")  # fmt: skip
+    best, drawn = _oracle_rows(seeds, n, frozen=False)
+    _oracle_rows(seeds, n, frozen=True)
+    span = lambda v: f"{min(v):.3f}-{max(v):.3f}"  # noqa: E731
+    if min(best) > _TARGET:
+        print(f"\nverdict: friedman cannot meet <= {_TARGET}x: the best distribution given "
+              f"yhat is {span(best)}x the running Gaussian; a control stream for validity, "
+              "not for sharpness")  # fmt: skip
+    elif min(drawn) > _TARGET:
+        print(f"\nverdict: on friedman only the exact law given yhat meets <= {_TARGET}x "
+              f"({span(best)}x the running Gaussian); 100 residuals drawn from it, what a bin "
+              f"of the defaults holds, give {span(drawn)}x: the defaults cannot; a control "
+              "stream for validity, not for sharpness")  # fmt: skip
+    else:
+        print(f"\nverdict: friedman can meet <= {_TARGET}x: the law given yhat is "
+              f"{span(best)}x the running Gaussian, 100 draws of it {span(drawn)}x")  # fmt: skip
+
+
+def _spread(values) -> str:
+    """median [min-max] of a few seeds' figures."""
+    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+def public(quick: bool) -> None:
+    """statsmodels' randhie and fair, shuffled by several seeds, after 1,000 labels."""
+    try:
+        import statsmodels  # noqa: F401
+    except ImportError:
+        print("statsmodels is not installed: skipped (pip install -e '.[bench]')")
+        return
+    seeds = range(1, 3) if quick else range(1, 6)
+    print(f"seeds {seeds.start}-{seeds.stop - 1}: median [min-max]\n")
+    print("| data | bins | window | events | 90% cover | 50% cover | PIT KS | CRPS / Gaussian |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in S.PUBLIC:
+        for bins, window in _VALIDITY_ARMS:
+            rs = [S.score(ConformalPredictiveRegressor(lr(), bins=bins, window=window), lr(),
+                          S.stream(name, 10**6, seed=seed)) for seed in seeds]  # fmt: skip
+            cells = [_spread([r[c] for r in rs]) for c in ("cover90", "cover50", "ks", "ratio")]
+            print(f"| {name} | {bins} | {window} | {rs[0]['events']} | " + " | ".join(cells) + " |")
+
+
 def validity(quick: bool) -> None:
     n = 5000 if quick else 11000
     head = ("| stream | bins | window | events | 90% cover | 50% cover | PIT KS | "
@@ -249,6 +414,10 @@ def validity(quick: bool) -> None:
     for name in S.STREAMS:
         for bins, window in _VALIDITY_ARMS:
             _validity_row(name, bins, window, S.stream(name, n, seed=1), 1000)
+    print("\n### friedman's oracle\n")
+    oracle(quick)
+    print("\n### public data, shuffled (statsmodels)\n")
+    public(quick)
     # river's offline regression data: shuffled, after 200 labels (they are small). The
     # sampling error of a 90% coverage over k events is 0.3 / sqrt(k); the KS distance of
     # k uniform draws exceeds 1.36 / sqrt(k) with probability 0.05.

@@ -35,12 +35,7 @@ _MONITORING = ("CalibrationTracker", "MetricLogWriter", "PrometheusExporter", "w
 # The errors' tree, outside the layers.
 _ERRORS = ("StreamcalError", "ConfigurationError", "DependencyError", "InputError",
            "InputLostError", "StateError", "BrokerError", "SupersededError")  # fmt: skip
-_PUBLIC = {
-    **dict.fromkeys(_CORE, "streamcal.core"),
-    **dict.fromkeys(_LEARNER, "streamcal.learner"),
-    **dict.fromkeys(_MONITORING, "streamcal.monitoring"),
-    **dict.fromkeys(_ERRORS, "streamcal.errors"),
-}
-__getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
+_PUBLIC = {"core": _CORE, "learner": _LEARNER, "monitoring": _MONITORING, "errors": _ERRORS}
+__getattr__, __dir__, _NAMES = lazy_names(globals(), _PUBLIC)
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", *_NAMES]

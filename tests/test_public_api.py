@@ -1,6 +1,7 @@
 """The public API in ``streamcal/__init__.py``: every name listed resolves, and importing
 the package alone stays cheap (the names load on first use)."""
 
+import importlib
 import subprocess
 import sys
 
@@ -10,14 +11,25 @@ import streamcal
 
 
 def test_every_public_name_resolves_to_its_module_object():
-    names = set(streamcal.__all__) - {"__version__"}
-    assert names == set(streamcal._PUBLIC)
-    for name in names:
+    listed = [(f"streamcal.{package}", name)
+              for package, names in streamcal._PUBLIC.items() for name in names]  # fmt: skip
+    assert sorted(set(streamcal.__all__) - {"__version__"}) == sorted(n for _, n in listed)
+    for package, name in listed:
         obj = getattr(streamcal, name)
-        module = sys.modules[streamcal._PUBLIC[name]]
+        module = sys.modules[package]
         assert obj is getattr(module, name)
         assert name in module.__all__  # the top level re-exports what its package makes public
         assert name in dir(streamcal)
+
+
+@pytest.mark.parametrize("package", ["streamcal.core", "streamcal.learner"])
+def test_a_layers_names_resolve_to_the_module_they_are_listed_under(package):
+    layer = importlib.import_module(package)
+    listed = [(module, name) for module, names in layer._PUBLIC.items() for name in names]
+    assert sorted(layer.__all__) == sorted(name for _, name in listed)
+    for module, name in listed:
+        assert getattr(layer, name) is getattr(importlib.import_module(f"{package}.{module}"), name)
+        assert name in dir(layer)
 
 
 def test_unknown_name_raises_attribute_error():

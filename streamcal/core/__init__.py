@@ -8,31 +8,16 @@ for that (``streamcal --help`` stays cold).
 from streamcal._lazy import lazy_names
 
 _PUBLIC = {
-    "alarm_batch": "streamcal.core.conformal_alarm",
-    "ConformalAlarm": "streamcal.core.conformal_alarm",
-    "couple": "streamcal.core.multiclass",
-    "dir_predict": "streamcal.core.isotonic",
-    "group_ties": "streamcal.core.ties",
-    "isotonic_calibrator": "streamcal.core.isotonic",
-    "IsotonicCalibrator": "streamcal.core.isotonic",
-    "merge_log": "streamcal.core.merge",
-    "merge_mean": "streamcal.core.merge",
-    "merge_square": "streamcal.core.merge",
-    "MERGES": "streamcal.core.merge",
-    "OneVsOne": "streamcal.core.multiclass",
-    "OneVsRest": "streamcal.core.multiclass",
-    "protect_batch": "streamcal.core.protector",
-    "RankStore": "streamcal.core.rank_store",
-    "Protector": "streamcal.core.protector",
-    "SCALAR_MERGES": "streamcal.core.merge",
-    "SCHEMES": "streamcal.core.multiclass",
-    "ScoreStore": "streamcal.core.store",
-    "StoreBackendWarning": "streamcal.core.store",
-    "TopLabel": "streamcal.core.multiclass",
-    "venn_abers": "streamcal.core.batch",
-    "venn_abers_bruteforce": "streamcal.core.isotonic",
-    "venn_abers_multiclass": "streamcal.core.multiclass",
-}
-__getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
-
-__all__ = list(_PUBLIC)
+    "batch": ("venn_abers",),
+    "conformal_alarm": ("alarm_batch", "ConformalAlarm"),
+    "isotonic": ("dir_predict", "isotonic_calibrator", "IsotonicCalibrator",
+                 "venn_abers_bruteforce"),
+    "merge": ("merge_log", "merge_mean", "merge_square", "MERGES", "SCALAR_MERGES"),
+    "multiclass": ("couple", "OneVsOne", "OneVsRest", "SCHEMES", "TopLabel",
+                   "venn_abers_multiclass"),
+    "protector": ("protect_batch", "Protector"),
+    "rank_store": ("RankStore",),
+    "store": ("ScoreStore", "StoreBackendWarning"),
+    "ties": ("group_ties",),
+}  # fmt: skip
+__getattr__, __dir__, __all__ = lazy_names(globals(), _PUBLIC)

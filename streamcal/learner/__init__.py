@@ -8,19 +8,15 @@ without river (the command line's settings list the modes).
 from streamcal._lazy import lazy_names
 
 _PUBLIC = {
-    "CategoryChurnWarning": "streamcal.learner.churn",
-    "ConformalPredictiveRegressor": "streamcal.learner.regressor",
-    "FieldScore": "streamcal.learner.field_score",
-    "MODES": "streamcal.learner.modes",
-    "MulticlassPrediction": "streamcal.learner.multiclassifier",
-    "OutcomeDependentDelayWarning": "streamcal.learner.label_delays",
-    "PredictiveDistribution": "streamcal.learner.predictive_distribution",
-    "Unlearned": "streamcal.learner.guard",
-    "UnlearnedWarning": "streamcal.learner.guard",
-    "VennAbersClassifier": "streamcal.learner.classifier",
-    "VennAbersInterval": "streamcal.learner.interval",
-    "VennAbersMultiClassifier": "streamcal.learner.multiclassifier",
+    "churn": ("CategoryChurnWarning",),
+    "classifier": ("VennAbersClassifier",),
+    "field_score": ("FieldScore",),
+    "guard": ("Unlearned", "UnlearnedWarning"),
+    "interval": ("VennAbersInterval",),
+    "label_delays": ("OutcomeDependentDelayWarning",),
+    "modes": ("MODES",),
+    "multiclassifier": ("MulticlassPrediction", "VennAbersMultiClassifier"),
+    "predictive_distribution": ("PredictiveDistribution",),
+    "regressor": ("ConformalPredictiveRegressor",),
 }
-__getattr__, __dir__ = lazy_names(globals(), _PUBLIC)
-
-__all__ = list(_PUBLIC)
+__getattr__, __dir__, __all__ = lazy_names(globals(), _PUBLIC)

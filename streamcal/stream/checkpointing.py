@@ -148,7 +148,7 @@ class Checkpoint:
             states.to_topic(unit, state, unit.store.changes(), unit.unit in snapshot)
             staged.append((unit, state))
         self.transaction(units)  # raises if it failed: then no store is committed
-        states._commit_stores(staged)
+        states.commit_stores(staged)
 
     def rewind(self, reason: Exception) -> None:
         """Exactly-once, after an aborted transaction: the units go back to their stores'

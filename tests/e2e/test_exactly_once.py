@@ -186,7 +186,7 @@ CRASH_BETWEEN_COMMITS = r"""
 import os, sys, time
 from streamcal.stream.state import units
 
-original, calls = units.UnitStates._commit_stores, []
+original, calls = units.UnitStates.commit_stores, []
 
 
 def commit_stores(self, staged):
@@ -196,7 +196,7 @@ def commit_stores(self, staged):
     return original(self, staged)
 
 
-units.UnitStates._commit_stores = commit_stores
+units.UnitStates.commit_stores = commit_stores
 # Each record a little slower (6,000 take about 3 s), so that several checkpoints, at
 # 0.2 s, fall within the input however fast the machine handles it: the third commit
 # then comes with input before and after it.

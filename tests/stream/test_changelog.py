@@ -150,8 +150,7 @@ def test_old_records_are_deleted_once_not_needed(kafka_broker, unique_topics, mo
     assert deleted and len(live) < len(recs) - len(deleted)
     # What is left rebuilds the unit: a compacted topic would keep exactly these.
     kept = {r.key for r in live}
-    plans = StateTopic(config.kafka_client_settings(), config.state_topic, config.group_id,
-                       config.key_bytes(), None).restore([UNIT])[UNIT]  # fmt: skip
+    plans = StateTopic.of(config, config.key_bytes(), None).restore([UNIT])[UNIT]
     plan = plans[0]
     needed = {plan.topic._record_key(UNIT, plan.state["changelog_epoch"], "delta", seq, k)
               for seq, _, parts in plan.deltas for k in range(len(parts))}  # fmt: skip
@@ -181,8 +180,7 @@ def test_a_read_looks_at_the_tail_not_the_history(kafka_broker, unique_topics, m
         return real_scan(self, consumer, tp, start, end, units, deadline)
 
     monkeypatch.setattr(StateTopic, "_scan", counting_scan)
-    reader = StateTopic(config.kafka_client_settings(), config.state_topic, config.group_id,
-                        config.key_bytes(), None)  # fmt: skip
+    reader = StateTopic.of(config, config.key_bytes(), None)
     plans = reader.restore([UNIT])[UNIT]
     assert plans and plans[0].state["checkpoints"] == unit.checkpoints
     assert total > 300 and max(seen) < total / 4, (seen, total)

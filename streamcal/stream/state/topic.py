@@ -127,6 +127,15 @@ class StateTopic:
         self.rejected = 0  # records skipped: they failed authentication
         self.rejected_by_unit: dict = {}  # unit -> such records, until the unit takes them
 
+    @classmethod
+    def of(cls, config, key: bytes, outbox) -> StateTopic:
+        """The state topic of a ``ProcessorConfig`` (``--state-topic`` of its group, read
+        and written with its client), its records authenticated with ``key``."""
+        return cls(clients.settings(config), config.state_topic, config.group_id, key, outbox,
+                   chunk_bytes=config.state_chunk_bytes,
+                   snapshot_interval=config.snapshot_interval,
+                   read_committed=config.exactly_once)  # fmt: skip
+
     def create(self, partitions: int = 1) -> None:
         """Create the topic unless it exists (on Apache Kafka, better created beforehand
         with cleanup.policy=compact: see docs/deploy.md); learn its partitions."""

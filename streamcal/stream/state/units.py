@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 from streamcal.stream.checkpointing import Checkpoint
-from streamcal.stream.kafka import clients
 from streamcal.stream.models import find_model
 from streamcal.stream.native_heap import NativeHeap
 from streamcal.stream.state import marker
@@ -80,17 +79,7 @@ class UnitStates:
         """Write and read the state topic through ``outbox`` (``--scope partition``)."""
         from streamcal.stream.state.topic import StateTopic
 
-        cfg = self.config
-        self.topic = StateTopic(
-            clients.settings(cfg),
-            topic=cfg.state_topic,
-            group=cfg.group_id,
-            key=self.key,
-            outbox=outbox,
-            chunk_bytes=cfg.state_chunk_bytes,
-            snapshot_interval=cfg.snapshot_interval,
-            read_committed=cfg.exactly_once,
-        )
+        self.topic = StateTopic.of(self.config, self.key, outbox)
         self.topic.create()
 
     def _dir(self, unit: int | None) -> Path | None:
@@ -281,9 +270,10 @@ class UnitStates:
         ``final``, their state-topic snapshots too)."""
         Checkpoint(self, outbox).save(units, {u.unit for u in units} if final else ())
 
-    def _commit_stores(self, staged) -> None:
-        """Commit each ``(unit, state)``'s store: ``Checkpoint.save`` with exactly-once,
-        after the Kafka commit (the crash test between the two commits hooks this name)."""
+    def commit_stores(self, staged) -> None:
+        """Commit each ``(unit, state)``'s store: with exactly-once, ``Checkpoint.save``
+        calls this once a checkpoint, after its transaction committed (the window between
+        the two commits: tests/e2e/test_exactly_once.py stops a run here)."""
         for unit, state in staged:
             self.commit_store(unit, state)
 
