@@ -129,10 +129,28 @@ def child_cpu(before) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def run_streamcal(bootstrap, topics, n, every, extra=(), env=None,
-                  python=None) -> tuple[float, float, dict]:  # fmt: skip
+def thread_cpu(pid: int) -> dict:
+    """{thread id: (its name, CPU seconds so far)} of the process ``pid`` (Linux /proc)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def run_streamcal(bootstrap, topics, n, every, extra=(), env=None, python=None,
+                  mode: str | None = "sva", threads: dict | None = None,
+                  ) -> tuple[float, float, dict]:  # fmt: skip
     """(events/s, CPU s per event, last metric line) of ``streamcal run`` by ``python`` (an
-    install's interpreter; this one by default)."""
+    install's interpreter; this one by default), in ``mode`` (None: the processor's
+    default mode). With ``threads`` (a dict) the process's threads are read every 0.1 s:
+    it gets {thread id: (name, CPU seconds)} as last read (a thread's last 0.1 s lost)."""
     tmp = tempfile.mkdtemp()
     metrics = os.path.join(tmp, "metrics.jsonl")
     cmd = [
@@ -140,11 +158,23 @@ def run_streamcal(bootstrap, topics, n, every, extra=(), env=None,
         "--bootstrap-servers", bootstrap, "--group-id", topics["group"],
         "--events-topic", topics["events"], "--labels-topic", topics["labels"],
         "--predictions-topic", topics["predictions"], "--dead-letter-topic", topics["dead"],
-        "--mode", "sva", "--model", "logreg", "--metrics-file", metrics,
+        *(() if mode is None else ("--mode", mode)), "--model", "logreg",
+        "--metrics-file", metrics,
         "--metrics-every", str(every), "--max-idle-s", "2", *extra,
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, cwd=tempfile.gettempdir(), env=env)
+    if threads is None:
+        subprocess.run(cmd, check=True, cwd=tempfile.gettempdir(), env=env)
+    else:
+        proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env)
+        while proc.poll() is None:
+            try:
+                threads.update(thread_cpu(proc.pid))
+            except OSError:  # it exited meanwhile
+                pass
+            time.sleep(0.1)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
     cpu = child_cpu(before)
     with open(metrics, "rb") as fh:
         lines = [orjson.loads(x) for x in fh]
@@ -192,6 +222,7 @@ class MemoryConsumer:
                     for i, r in enumerate(recs[p::partitions])
                 ]
         self.pos = dict.fromkeys(self.data, 0)
+        self.paused: set = set()  # the merge's bound pauses a partition it holds enough of
 
     def partitions_for_topic(self, topic):
         return {tp.partition for tp in self.data if tp.topic == topic}
@@ -202,10 +233,16 @@ class MemoryConsumer:
 
         return TopicPartition(topic, partition)
 
+    def pause(self, *tps):
+        self.paused.update(tps)
+
+    def resume(self, *tps):
+        self.paused.difference_update(tps)
+
     def poll(self, timeout_ms=0, max_records=2000):
         for tp, recs in self.data.items():
             p = self.pos[tp]
-            if p < len(recs):
+            if p < len(recs) and tp not in self.paused:
                 self.pos[tp] = p + min(max_records, 500)
                 return {tp: recs[p : p + min(max_records, 500)]}
         time.sleep(timeout_ms / 1000)

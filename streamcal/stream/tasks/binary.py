@@ -168,12 +168,12 @@ class BinaryTask(Task):
         )
 
     def track(self, clf, tracker, pred: PendingPrediction, y) -> None:
-        kw = {"category": pred.category} if self.by is not None else {}
+        # p_protected None: off, or an event predicted before protection was turned on
         p0, p1, p, score, pp = pred.p0, pred.p1, pred.p, pred.score, pred.p_protected
-        if pp is None:  # off, or an event predicted before protection was turned on
-            tracker.update(p0, p1, y, score=score, p=p, **kw)
-        else:
-            tracker.update(p0, p1, y, score=score, p=p, p_protected=pp, **kw)
+        if self.by is None:  # no keyword dict per label, and no category's alarm to give
+            tracker.update(p0, p1, y, score=score, p=p, p_protected=pp)
+            return
+        tracker.update(p0, p1, y, score=score, p=p, p_protected=pp, category=pred.category)
         self.track_alarm(clf, tracker, pred.category)
 
 
