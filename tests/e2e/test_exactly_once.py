@@ -423,8 +423,9 @@ def test_units_handed_over_gracefully_keep_every_output_exactly_once(
         second, second_log = start(streamcal_run, bootstrap, run_t, tmp_path, 1, **eos,
                                    kafka_client=kafka_client)
         procs.append(second)
-        # 33 s alone; once over 90 s in the full suite (cause not found): 180
-        wait_until(lambda: shared(first_log, second_log), 180, "the two to share the units",
+        # a few seconds; it took minutes when kafka-python dropped a finished rebalance and
+        # noida-db then lost the joiner's JoinGroup answer (tests/README.md, noida-db)
+        wait_until(lambda: shared(first_log, second_log), 90, "the two to share the units",
                    interval=0.1)  # fmt: skip
         produce_while_stopped(bootstrap, procs, as_records(t, thirds[1]))
         for p in procs:

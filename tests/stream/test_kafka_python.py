@@ -158,3 +158,41 @@ def test_records_parked_for_a_paused_partition_come_back_once_it_is_resumed(cons
     kafka_python.unpark(consumer)
     got, _ = fetcher.fetched_records(10)
     assert [r.offset for r in got[a]] == [40, 41, 42]
+
+
+def test_a_join_that_finished_between_polls_is_shown_to_kafka_python_as_running():
+    """kafka-python's poll sends a new JoinGroup when its ``_join_task`` is done; with the
+    poll's join wrapped by ``claim_finished_joins``, a task that succeeded reads as still
+    running, and awaiting it gives its result; one that failed is left as it is. (The
+    live behaviour: tests/stream/test_group_join.py.)"""
+    import asyncio
+    import types
+
+    from kafka.coordinator.base import BaseCoordinator
+    from kafka.future import Future
+
+    assert "self._join_task.is_done" in inspect.getsource(BaseCoordinator.join_group_async)
+    grouped = KafkaConsumer(**NOWHERE, group_id="g")
+    try:
+        assert grouped._coordinator._join_task is None  # the place is there
+        kafka_python.claim_finished_joins(grouped)
+        assert grouped._coordinator.join_group_async.__qualname__.startswith("claim_finished")
+    finally:
+        grouped.close()
+
+    seen: list = []
+
+    async def join_group_async(timeout_ms=None):  # what kafka-python's checks and awaits
+        task = coordinator._join_task
+        seen.append(task.is_done)
+        task.add_callback(seen.append)
+
+    coordinator = types.SimpleNamespace(_join_task=None, join_group_async=join_group_async)
+    kafka_python.claim_finished_joins(types.SimpleNamespace(_coordinator=coordinator))
+    coordinator._join_task = Future().success(b"assignment")
+    asyncio.run(coordinator.join_group_async(timeout_ms=0))
+    assert seen == [False, b"assignment"]
+    seen.clear()
+    coordinator._join_task = Future().failure(kerrors.RebalanceInProgressError())
+    asyncio.run(coordinator.join_group_async(timeout_ms=0))
+    assert seen == [True]

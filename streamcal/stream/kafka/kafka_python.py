@@ -12,6 +12,8 @@ tests pass with:
 * ``never_bump`` overwrites ``producer._transaction_manager._supports_epoch_bump``;
 * ``unpark`` clears ``consumer._fetcher._next_partition_records`` once drained, so that
   the records parked for a paused partition come back when it is resumed;
+* ``claim_finished_joins`` wraps ``consumer._coordinator.join_group_async`` so that a
+  rebalance that finished between two polls (``_join_task``) is not thrown away;
 * ``locate`` reads the frame of the fetcher's batch loop on a traceback, and ``fix``
   matches kafka-python's error texts (its errors name neither partition nor offset).
 
@@ -31,6 +33,7 @@ __all__ = [
     "Admin",
     "Consumer",
     "Producer",
+    "claim_finished_joins",
     "has_codec",
     "last_stable_offsets",
     "locate",
@@ -122,6 +125,7 @@ class Consumer:
 
     def __init__(self, raw, settings: dict | None = None):
         self.raw = raw
+        claim_finished_joins(raw)
         self._settings = settings or {}  # what a reader for ``records_at`` is built with
         self._reader = None
         self._paused = False  # ever: the fetcher may hold parked records (``unpark``)
@@ -322,6 +326,54 @@ def unpark(consumer) -> None:
     current = fetcher._next_partition_records
     if fetcher._paused_partition_records and current is not None and not current:
         fetcher._next_partition_records = None
+
+
+class _Finished:
+    """A join task that finished, shown as one still running (``claim_finished_joins``):
+    awaiting it gives its result at once."""
+
+    is_done = False
+
+    def __init__(self, task):
+        self._task = task
+
+    def add_callback(self, f, *args, **kwargs):
+        return self._task.add_callback(f, *args, **kwargs)
+
+    def add_errback(self, f, *args, **kwargs):
+        return self._task.add_errback(f, *args, **kwargs)
+
+    def __await__(self):
+        return self._task.__await__()
+
+
+def claim_finished_joins(consumer) -> None:
+    """Have each poll of ``consumer`` take the assignment of a rebalance that finished
+    since the last poll, instead of throwing it away and joining the group again.
+
+    kafka-python (3.0.12, and its main branch of August 2026) runs a rebalance's JoinGroup
+    and SyncGroup as one task that a poll awaits up to its own timeout only; if the task
+    finished before the next poll, that poll drops the assignment and joins anew. The
+    processor's revocation callback (it commits the units there) uses up its poll's
+    timeout, leaving the join in flight, answered within milliseconds: the member that
+    drops it makes the group rebalance again, and can leave a group on noida-db 0.2.3
+    stuck for minutes (tests/README.md). Here the poll's join (``join_group_async``, on
+    the client's I/O loop, where the task finishes too) shows a task that succeeded as
+    still running: kafka-python awaits it and takes its result at once (after an error it
+    joins anew, as it should). No-op if kafka-python has no such task."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    join = getattr(coordinator, "join_group_async", None)
+    if join is None or not hasattr(coordinator, "_join_task"):
+        return
+
+    async def join_group_async(timeout_ms=None):
+        task = coordinator._join_task
+        if task is not None and task.__class__ is not _Finished and task.is_done:
+            if task.exception is None:
+                coordinator._join_task = _Finished(task)
+        return await join(timeout_ms=timeout_ms)
+
+    coordinator.join_group_async = join_group_async
 
 
 def last_stable_offsets(consumer) -> dict | None:
