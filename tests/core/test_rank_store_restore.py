@@ -27,13 +27,11 @@ _mixed_ops = st.lists(st.tuples(st.sampled_from(["add", "add", "remove"]), _mixe
 
 
 def apply(store, ops, held) -> None:
+    """The ops on the store and on ``held``, skipping removes of values not held."""
     for op, v in ops:
-        if op == "add":
-            store.add(v)
-            held.append(v)
-        elif v in held:
-            store.remove(v)
-            held.remove(v)
+        if op == "add" or v in held:
+            (store.add if op == "add" else store.remove)(v)
+            (held.append if op == "add" else held.remove)(v)
 
 
 def answers(store, probes) -> tuple:
