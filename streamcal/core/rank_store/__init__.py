@@ -47,16 +47,18 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import warnings
 
 import numpy as np
 
+from streamcal.core.rank_store import _priorities as P
 from streamcal.core.rank_store import _treap as T
 
 __all__ = ["RANK_STATE_FORMAT", "RankStore"]
 
-RANK_STATE_FORMAT = 1
+# 2: the nodes' priorities and sums and a splitmix64 state; 1 (still read): the values,
+# their counts and a Mersenne Twister's state
+RANK_STATE_FORMAT = 2
 _MIN_CAP = 16
 _compiled_kernels = None  # the compiled kernels module once loaded; False if numba does not work
 
@@ -110,21 +112,22 @@ class RankStore:
 
     ``seed`` seeds the treap's priorities: the shape, hence the rounding of the sums, is
     a function of it and of the sequence of updates, so a replay answers bit for bit alike.
+    The generator (``_priorities.py``) is one 64-bit word, so a store restored from its
+    pickle or ``to_state()`` goes on bit for bit as well, and an empty store pickles to a
+    few hundred bytes.
     """
 
     def __init__(self, *, backend: str | None = None, seed: int = 0):
         name, kernels = _kernels(backend)
-        self._setup(name, kernels, _MIN_CAP)
-        self._rng = random.Random(seed)
+        self._setup(name, kernels, _MIN_CAP, P.seed_state(seed))
 
     @classmethod
     def _empty(cls, name, kernels, cap) -> RankStore:
         self = object.__new__(cls)
-        self._setup(name, kernels, cap)
-        self._rng = random.Random(0)
+        self._setup(name, kernels, cap, 0)
         return self
 
-    def _setup(self, name, kernels, cap) -> None:
+    def _setup(self, name, kernels, cap, rng: int) -> None:
         self.backend = name
         self._k = kernels
         # the kernels' counts mirrored in Python ints: reading numpy scalars per event costs
@@ -134,11 +137,11 @@ class RankStore:
         if name == "numba":
             self._I = np.zeros(cap * T.N_INT, np.int64)
             self._F = np.zeros(cap * T.N_FLOAT, np.float64)
-            self._meta = np.zeros(2, np.int64)
+            self._meta = np.array([0, 0, rng], np.int64)
         else:
             self._I = [0] * (cap * T.N_INT)
             self._F = [0.0] * (cap * T.N_FLOAT)
-            self._meta = [0, 0]
+            self._meta = [0, 0, rng]  # root, size, the priorities' generator
 
     def _grow(self, need: int) -> None:
         cap = len(self._F) // T.N_FLOAT
@@ -161,7 +164,7 @@ class RankStore:
         v = _check_value(v)
         if self._nodes + 2 > self._cap:
             self._grow(self._nodes + 2)
-        self._nodes += self._k.insert(self._I, self._F, self._meta, v, self._rng.random())
+        self._nodes += self._k.insert(self._I, self._F, self._meta, v)
         self._n += 1
 
     def add_many(self, values) -> None:
@@ -181,7 +184,7 @@ class RankStore:
 
     def clear(self) -> None:
         """Remove every value."""
-        self._setup(self.backend, self._k, _MIN_CAP)
+        self._setup(self.backend, self._k, _MIN_CAP, int(self._meta[2]))
 
     # ------------------------------------------------------------------ queries
 
@@ -255,57 +258,115 @@ class RankStore:
         distinct, inverse = np.unique(v, return_inverse=True)
         mults = np.bincount(inverse, weights=c, minlength=len(distinct)).astype(np.int64)
         store = cls(backend=backend, seed=seed)
-        store._grow(len(distinct) + 1)
-        prios = [store._rng.random() for _ in range(len(distinct))]
-        if store.backend == "numba":
-            store._k.build(store._I, store._F, store._meta, distinct, mults, np.array(prios))
-        else:
-            store._k.build(store._I, store._F, store._meta, distinct.tolist(), mults.tolist(),
-                           prios)  # fmt: skip
-        store._n, store._nodes = int(mults.sum()), len(distinct)
+        prios, store._meta[2] = P.draws(int(store._meta[2]), len(distinct))
+        store._build(distinct, mults, prios)
         return store
 
+    def _build(self, distinct, mults, prios) -> None:
+        """Fill this empty store with the treap of sorted distinct values and priorities."""
+        self._grow(len(distinct) + 1)
+        if self.backend == "numba":
+            self._k.build(self._I, self._F, self._meta, distinct, mults, prios)
+        else:
+            self._k.build(self._I, self._F, self._meta, distinct.tolist(), mults.tolist(),
+                          prios.tolist())  # fmt: skip
+        self._n, self._nodes = int(mults.sum()), len(distinct)
+
     def to_state(self) -> dict:
-        """The store as plain data (the same for both backends)."""
-        values, counts = self.to_arrays()
-        return {"format": RANK_STATE_FORMAT, "values": values, "counts": counts,
-                "rng": self._rng.getstate()}  # fmt: skip
+        """The store as plain data (the same for both backends): its nodes in order, each
+        with its value, count, priority and subtree sums, and the generator's state."""
+        I = np.asarray(self._I, np.int64)
+        F = np.asarray(self._F, np.float64)
+        order, stack, i = [], [], int(self._meta[0])
+        while stack or i:  # in order, iteratively: a treap may be deeper than recursion
+            while i:
+                stack.append(i)
+                i = int(I[i * T.N_INT + T.LEFT])
+            i = stack.pop()
+            order.append(i)
+            i = int(I[i * T.N_INT + T.RIGHT])
+        f = np.array(order, np.int64) * T.N_FLOAT
+        return {"format": RANK_STATE_FORMAT, "values": F[f + T.VALUE],
+                "counts": I[np.array(order, np.int64) * T.N_INT + T.MULT],
+                "prios": F[f + T.PRIO], "sums": F[f + T.SUM], "wsums": F[f + T.WSUM],
+                "rng": int(self._meta[2])}  # fmt: skip
 
     @classmethod
     def from_state(cls, state, *, backend: str | None = None) -> RankStore:
-        """A store from ``to_state()``'s output; ``ValueError`` if it is not one."""
-        if not isinstance(state, dict) or state.get("format") != RANK_STATE_FORMAT:
-            raise ValueError(f"rank store state must be a dict with format {RANK_STATE_FORMAT}")
-        store = cls.from_arrays(state["values"], state["counts"], backend=backend)
-        if "rng" in state:
-            store._rng.setstate(_tuples(state["rng"]))
+        """A store from ``to_state()``'s output; ``ValueError`` if it is not one.
+
+        The same values, priorities (hence tree) and sums: it goes on bit for bit as the
+        one saved would. A state of format 1 (values, counts and a Mersenne Twister's
+        state) is rebuilt from its values with priorities drawn from that state
+        (``_priorities.from_mersenne`` says why that is enough)."""
+        fmt = state.get("format") if isinstance(state, dict) else None
+        if fmt == 1:
+            store = cls.from_arrays(state["values"], state["counts"], backend=backend)
+            if "rng" in state:
+                store._meta[2] = P.from_mersenne(state["rng"])
+            return store
+        if fmt != RANK_STATE_FORMAT:
+            raise ValueError(f"rank store state must be a dict with format {RANK_STATE_FORMAT}"
+                             " (or 1)")  # fmt: skip
+        values, counts, prios, sums, wsums = _node_columns(state)
+        store = cls._empty(*_kernels(backend), _MIN_CAP)
+        store._build(values, counts, prios)
+        store._meta[2] = P.signed(int(state["rng"]))
+        # the sums as saved, not as rebuilt: rotations leave an ancestor's sum rounded
+        # as it was added up, which a fresh sum of the same tree need not equal
+        for j, (s, w) in enumerate(zip(sums.tolist(), wsums.tolist(), strict=True), 1):
+            store._F[j * T.N_FLOAT + T.SUM] = s
+            store._F[j * T.N_FLOAT + T.WSUM] = w
         return store
 
     def __reduce__(self):
         # the nodes as they are, not the values: the same tree answers with the same
         # rounding, so a restored store continues bit for bit as the original would
+        # (meta holds the priorities' generator)
         size = int(self._meta[1]) + 1
         nodes = (np.asarray(self._I[: size * T.N_INT], np.int64),
                  np.asarray(self._F[: size * T.N_FLOAT], np.float64),
                  np.asarray(self._meta, np.int64))  # fmt: skip
-        return _restore, (nodes, self.backend, self._rng.getstate())
+        return _restore, (nodes, self.backend)
 
     def __repr__(self) -> str:
         return f"RankStore(n={len(self)}, backend={self.backend!r})"
 
 
-def _tuples(v):
-    return tuple(_tuples(e) for e in v) if isinstance(v, (list, tuple)) else v
+def _node_columns(state: dict) -> tuple:
+    """A format-2 state's columns, checked: ``ValueError`` unless they make a treap."""
+    try:
+        cols = [np.asarray(state[k]).ravel() for k in ("values", "counts", "prios", "sums",
+                                                       "wsums")]  # fmt: skip
+        int(state["rng"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"rank store state is malformed: {exc}") from None
+    values, counts, prios, sums, wsums = cols
+    floats = (values, prios, sums, wsums)
+    if len({len(c) for c in cols}) != 1 or not all(c.dtype.kind in "fiu" for c in floats):
+        raise ValueError("rank store state is malformed: columns of unequal lengths or types")
+    if counts.dtype.kind not in "iu" or not (counts >= 1).all():
+        raise ValueError("rank store state is malformed: counts must be integers >= 1")
+    finite = all(np.isfinite(c).all() for c in floats)
+    if not (finite and (np.diff(values) > 0).all() and ((prios >= 0) & (prios < 1)).all()):
+        raise ValueError("rank store state is malformed: values must be finite and "
+                         "increasing, priorities in [0, 1)")  # fmt: skip
+    values, prios, sums, wsums = (c.astype(np.float64) for c in floats)
+    return values, counts.astype(np.int64), prios, sums, wsums
 
 
-def _restore(nodes, backend: str, rng_state) -> RankStore:
+def _restore(nodes, backend: str, rng_state=None) -> RankStore:
+    """A pickled store; one pickled before the splitmix64 generator holds meta without
+    its state and passes a Mersenne Twister's (``_priorities.from_mersenne``)."""
     try:
         name, kernels = _kernels(backend)
     except ImportError:
         name, kernels = _kernels("auto")
     I, F, meta = nodes
+    if len(meta) == 2 and rng_state is not None:
+        meta = np.append(np.asarray(meta, np.int64), P.from_mersenne(rng_state))
     size = len(F) // T.N_FLOAT
-    if len(I) != size * T.N_INT or len(meta) != 2 or not 0 <= meta[1] < size:
+    if len(I) != size * T.N_INT or len(meta) != 3 or not 0 <= meta[1] < size:
         raise ValueError("rank store pickle is malformed")
     store = RankStore._empty(name, kernels, size + 1)
     if name == "numba":
@@ -316,7 +377,6 @@ def _restore(nodes, backend: str, rng_state) -> RankStore:
         store._I[: len(I)] = I.tolist()
         store._F[: len(F)] = F.tolist()
         store._meta[:] = meta.tolist()
-    store._rng.setstate(rng_state)
     store._nodes = int(meta[1])
     store._n = int(I[int(meta[0]) * T.N_INT + T.COUNT])
     return store

@@ -12,12 +12,15 @@ sum of values and its *rank-weighted sum* sum_k k * v_(k) over the subtree's val
 order (k from 1). Node-major, so that a visit reads two cache lines, not nine (at 10^6
 values a walk is bound by memory latency), and flat, so that the python backend holds
 two lists, not one per node (which the garbage collector would keep scanning). ``meta`` holds
-the root and the size. A rotation keeps a subtree's multiset, hence its sums: only the two
-nodes rotated are recomputed, and an update recomputes the nodes on one root path.
+the root, the size and the state of the priorities' generator (``_priorities.py``). A
+rotation keeps a subtree's multiset, hence its sums: only the two nodes rotated are
+recomputed, and an update recomputes the nodes on one root path.
 Expected depth is O(log n) for any order of inserts, the priorities being random.
 """
 
 from __future__ import annotations
+
+from streamcal.core.rank_store._priorities import C1, C2, GAMMA, MASK, UNIT
 
 # columns of I
 LEFT, RIGHT, PARENT, MULT, COUNT = 0, 1, 2, 3, 4
@@ -41,6 +44,16 @@ def pull(I, F, i):
     # shift by ca + m
     F[fi + WSUM] = (F[fa + WSUM] + v * (m * ca + m * (m + 1) / 2) + F[fb + WSUM]
                     + (ca + m) * F[fb + SUM])  # fmt: skip
+
+
+def draw(meta):
+    """The next priority in [0, 1) from the state in meta[2] (splitmix64; the numba
+    backend compiles its own, over uint64, with the same results)."""
+    s = (meta[2] + GAMMA) & MASK
+    meta[2] = s - 2**64 if s >= 2**63 else s
+    z = ((s ^ (s >> 30)) * C1) & MASK
+    z = ((z ^ (z >> 27)) * C2) & MASK
+    return ((z ^ (z >> 31)) >> 11) * UNIT
 
 
 def _pull_up(I, F, i):
@@ -80,8 +93,8 @@ def _rotate_up(I, F, meta, x):
     pull(I, F, x)
 
 
-def insert(I, F, meta, v, prio):
-    """Add one copy of value v; a new node (priority ``prio``) needs a free slot at
+def insert(I, F, meta, v):
+    """Add one copy of value v; a new node (its priority drawn) needs a free slot at
     size + 1, which the caller provides. Returns 1 if a node was created, else 0."""
     p = 0
     i = meta[0]
@@ -93,6 +106,7 @@ def insert(I, F, meta, v, prio):
             return 0
         p = i
         i = I[i * N_INT + LEFT] if v < w else I[i * N_INT + RIGHT]
+    prio = draw(meta)
     n = meta[1] + 1
     meta[1] = n
     F[n * N_FLOAT + VALUE] = v
