@@ -38,8 +38,11 @@ def mondrian_needs_by(c) -> None:
 
 
 def learner_settings(c) -> None:
-    """The classifier's own rules and messages (``ClassifierSettings``)."""
-    c.classifier_settings()
+    """The learner's own rules and messages: the classifier's (``ClassifierSettings``),
+    or those of the task's own learner (the regressor's)."""
+    from streamcal.stream.tasks import task_named
+
+    task_named(c.task).check_learner(c)
 
 
 def task(c) -> None:
