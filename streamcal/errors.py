@@ -82,6 +82,7 @@ class BrokerError(StreamcalError):
 
     exit_status = 1
     what_to_do = "check that the brokers answer; a restart resumes from the last checkpoint"
+    client_words = True  # the message is a Kafka client's: shown with its type
 
 
 class SupersededError(StreamcalError):

@@ -19,6 +19,18 @@ CHECKPOINT_KEY = "test-checkpoint-key-0123456789"  # STREAMCAL_CHECKPOINT_KEY of
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+def error_of(stderr: str, whole: bool = True) -> str:
+    """The error line a command ended with in ``stderr``, once its shape is asserted: the
+    last two lines are ``streamcal CMD: error: ...`` and its ``  what to do: ...``;
+    ``whole``: nothing else was printed."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) >= 2 and not (whole and len(lines) > 2), stderr
+    error, todo = lines[-2:]
+    assert error.startswith("streamcal ") and ": error: " in error, stderr
+    assert todo.startswith("  what to do: "), stderr
+    return error
+
+
 def load_benchmark(name: str):
     """The module of ``benchmarks/<name>.py``, loaded from its path: benchmarks/ on sys.path
     would shadow kafka-python (benchmarks/kafka.py)."""

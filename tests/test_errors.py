@@ -102,13 +102,20 @@ def _ends(monkeypatch, capsys, exc) -> tuple[int, str]:
     return status, capsys.readouterr().err
 
 
+def _todo(exc, command: str = "x") -> str:
+    """The what-to-do line of ``exc``'s branch, as ``streamcal COMMAND`` prints it."""
+    todo = exc.what_to_do.replace("streamcal COMMAND", f"streamcal {command}")
+    assert "COMMAND" not in todo
+    return f"  what to do: {todo}\n"
+
+
 @pytest.mark.parametrize("branch", errors.BRANCHES, ids=lambda b: b.__name__)
 def test_the_command_line_ends_each_branch_with_its_status_and_one_line(branch, monkeypatch,
                                                                         capsys):  # fmt: skip
     status, err = _ends(monkeypatch, capsys, branch("what went wrong"))
     assert status == branch.exit_status
     shown = repr(branch("what went wrong")) if branch is errors.BrokerError else "what went wrong"
-    assert err == f"streamcal x: error: {shown}\n"
+    assert err == f"streamcal x: error: {shown}\n{_todo(branch)}"
 
 
 def test_the_statuses_differ_where_the_fix_differs():
@@ -150,7 +157,7 @@ def _leaves():
 def test_what_run_ended_with_before_the_tree_it_still_ends_with(case, monkeypatch, capsys):
     exc, want_status, want_line = _leaves()[case]
     status, err = _ends(monkeypatch, capsys, exc)
-    assert (status, err) == (want_status, f"streamcal x: error: {want_line}\n")
+    assert (status, err) == (want_status, f"streamcal x: error: {want_line}\n{_todo(exc)}")
 
 
 @pytest.mark.parametrize(
@@ -172,7 +179,8 @@ def test_run_ends_a_failure_from_outside_streamcal_with_status_1_and_its_type(
     argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--metrics-file", "none",
             "--state-topic", "none"]  # fmt: skip
     assert cli.main(argv) == status
-    assert capsys.readouterr().err == f"streamcal run: error: {line}\n"
+    todo = _todo(errors.StreamcalError, "run")
+    assert capsys.readouterr().err == f"streamcal run: error: {line}\n{todo}"
 
 
 def test_the_help_lists_each_branchs_status_and_what_to_do():

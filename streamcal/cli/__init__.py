@@ -2,8 +2,8 @@
 
 Subcommand modules import their heavy dependencies inside the command function, so
 ``streamcal --help`` stays fast. An error of streamcal's tree (``streamcal.errors``) that
-stops a command ends it here, in one place: one line on stderr and its branch's exit
-status.
+stops a command ends it here, in one place: one line on stderr saying what failed, one
+saying what to do (its branch's), and its branch's exit status.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import importlib
 import sys
 
 import streamcal
-from streamcal.errors import BRANCHES, BrokerError, ConfigurationError, StreamcalError
+from streamcal.errors import BRANCHES, ConfigurationError, StreamcalError
 
 SUBCOMMANDS = ("demo", "run", "report")
 
@@ -56,15 +56,19 @@ def exit_statuses() -> str:
 
 
 def ending(exc: StreamcalError) -> tuple[int, str]:
-    """The exit status and the one line a command ends with on ``exc``.
+    """The exit status and the two lines a command ends with on ``exc``: what failed, and
+    its branch's what to do.
 
-    >>> ending(UsageError("--events: bad value 0"))
-    (2, '--events: bad value 0')
-    >>> ending(BrokerError("no broker answered"))
-    (1, "BrokerError('no broker answered')")
+    >>> print(ending(UsageError("--events: bad value 0"))[1])
+    --events: bad value 0
+      what to do: fix the setting the message names (see `streamcal COMMAND --help`)
+    >>> from streamcal.errors import BrokerError
+    >>> ending(BrokerError("no broker answered"))[1].splitlines()[0]
+    "BrokerError('no broker answered')"
     """
-    # A broker's error is often the Kafka client's own words: its type says what failed.
-    return exc.exit_status, repr(exc) if isinstance(exc, BrokerError) else str(exc)
+    # A Kafka client's own words: their type says what failed.
+    line = repr(exc) if getattr(exc, "client_words", False) else str(exc)
+    return exc.exit_status, f"{line}\n  what to do: {exc.what_to_do}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except StreamcalError as exc:
-        status, line = ending(exc)
-        print(f"streamcal {args.command}: error: {line}", file=sys.stderr)
+        status, lines = ending(exc)
+        lines = lines.replace("streamcal COMMAND", f"streamcal {args.command}")
+        print(f"streamcal {args.command}: error: {lines}", file=sys.stderr)
         return status
     except KeyboardInterrupt:
         return 130

@@ -25,6 +25,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from tests._helpers import (
     checkpoint_env,
+    error_of,
     held_units,
     stored_state,
     streamcal_run_args,
@@ -300,7 +301,7 @@ def test_a_zombie_is_fenced_once_its_successor_starts(
     assert a.poll() is None  # idle or not, A has not committed since: it does not know yet
     a.send_signal(signal.SIGTERM)  # its final checkpoint: the commit is refused
     assert a.wait(60) == 5
-    err = (tmp_path / "a-stderr.txt").read_text().strip().splitlines()[-1]
+    err = error_of((tmp_path / "a-stderr.txt").read_text(), whole=False)
     assert err.startswith("streamcal run: error: fenced: another producer with transactional")
     wait_until(lambda: len(_committed(bootstrap, run_t["predictions"])) >= n, 60, "B's outputs")
     b.send_signal(signal.SIGTERM)

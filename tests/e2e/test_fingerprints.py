@@ -18,7 +18,7 @@ import time
 import orjson
 import pytest
 
-from tests._helpers import wait_until
+from tests._helpers import error_of, wait_until
 from tests._kafka_helpers import (
     base_settings,
     broker_up,
@@ -111,7 +111,7 @@ def _refill(tansu, stream) -> set:
 
 
 def _last_error(tmp_path) -> str:
-    return (tmp_path / "stderr.txt").read_text().strip().splitlines()[-1]
+    return error_of((tmp_path / "stderr.txt").read_text(), whole=False)
 
 
 def _continue_reads_everything(tansu, streamcal_run, settings, wanted, held, tmp_path,

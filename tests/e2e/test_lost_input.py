@@ -17,7 +17,7 @@ from kafka.errors import TopicAlreadyExistsError
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.kafka.ordering import LostInput
 from streamcal.stream.processor import Processor
-from tests._helpers import wait_until
+from tests._helpers import error_of, wait_until
 from tests._kafka_helpers import (
     base_settings,
     broker_up,
@@ -98,7 +98,7 @@ def test_a_broker_that_lost_its_data_stops_streamcal_run_and_continue_reads_what
         wait_until(lambda: broker_up(bootstrap), 30, "the restarted broker")
         _create(bootstrap, t)
         assert proc.wait(60) == 4
-        err = (tmp_path / "stderr.txt").read_text().strip().splitlines()[-1]
+        err = error_of((tmp_path / "stderr.txt").read_text(), whole=False)
         assert err.startswith("streamcal run: error: input lost: topic "), err
         assert "no longer holds offset" in err and "the log holds no record" in err, err
         assert "a broker that lost its data" in err and "--on-lost-input continue" in err, err

@@ -13,6 +13,7 @@ import pytest
 from streamcal.cli import main
 from streamcal.monitoring import CalibrationTracker, write_report
 from streamcal.monitoring.report import FIGURES, MissingDependencyError
+from tests._helpers import error_of
 
 pytest.importorskip("matplotlib")
 
@@ -157,7 +158,7 @@ def test_cli_garbled_input_exits_2_naming_the_line(tmp_path, capsys, text, messa
     assert main(["report", str(f), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("streamcal report: error: ") and message in err
-    assert len(err.strip().splitlines()) == 1
+    error_of(err)  # asserts two lines: the error, its what to do; nothing else
     assert not (tmp_path / "o").exists()
 
 

@@ -22,7 +22,7 @@ from streamcal.stream.state.kv import KVStore
 from streamcal.stream.state.units import UnitStates
 from streamcal.stream.unit import GLOBAL_UNIT, TopicRank
 from tests._fakes import Record
-from tests._helpers import CHECKPOINT_KEY
+from tests._helpers import CHECKPOINT_KEY, error_of
 
 KEY = CHECKPOINT_KEY.encode()
 
@@ -101,8 +101,7 @@ def test_an_emptied_store_is_refused_at_the_command_line_in_one_line(tmp_path, m
     argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--state-dir", str(tmp_path / "state"),
             "--metrics-file", "none"]  # fmt: skip
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    err = error_of(capsys.readouterr().err)
     assert str(store) in err and "opened empty, but checkpoint 2" in err
 
 

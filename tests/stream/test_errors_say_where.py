@@ -18,10 +18,10 @@ import time
 import pytest
 
 from streamcal.cli import main
-from streamcal.stream.kafka.preflight import SetupError, check_broker
+from streamcal.stream.kafka.preflight import SetupError, Unreachable, check_broker, reach_broker
 from streamcal.stream.state.checkpoint import CheckpointStore
 from streamcal.stream.state.kv import KVStore, StoreError
-from tests._helpers import CHECKPOINT_KEY
+from tests._helpers import CHECKPOINT_KEY, error_of
 
 
 # ---------------------------------------------------------------- storage
@@ -33,8 +33,7 @@ def test_a_state_dir_that_cannot_be_made_is_named_at_start(scope, tmp_path, monk
     argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--scope", scope,
             "--state-dir", str(blocker / "state")]  # fmt: skip
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
+    err = error_of(capsys.readouterr().err)
     assert str(blocker / "state") in err and "give another --state-dir" in err
 
 
@@ -234,11 +233,39 @@ def test_a_broker_that_requires_sasl_is_told_to_a_plaintext_client():
         broker.close()
 
 
-def test_an_unreachable_broker_is_left_to_the_clients():
+def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nobody listens there
-    assert check_broker({"bootstrap_servers": [f"127.0.0.1:{port}"]}) is False
+        return s.getsockname()[1]  # closed once the block ends: nobody listens there
+
+
+def test_an_unreachable_broker_is_told_by_check_broker_with_its_cause():
+    port, causes = _closed_port(), {}
+    assert check_broker({"bootstrap_servers": [f"127.0.0.1:{port}"]}, causes=causes) is False
+    assert causes == {f"127.0.0.1:{port}": "connection refused"}
+
+
+def test_no_broker_answering_is_one_line_naming_each_address_and_why():
+    port = _closed_port()
+    servers = [f"127.0.0.1:{port}", "nohost.invalid:9092", "127.0.0.1:x"]
+    with pytest.raises(Unreachable) as exc:
+        reach_broker({"bootstrap_servers": servers}, wait=0)
+    assert str(exc.value) == (
+        f"no Kafka broker answered at 127.0.0.1:{port} (connection refused), "
+        "nohost.invalid:9092 (unknown host), 127.0.0.1:x (not host:port) within 0 s"
+    )
+    assert exc.value.exit_status == 1 and not exc.value.client_words
+
+
+def test_reach_broker_waits_for_a_broker_saying_so_once(caplog):
+    port = _closed_port()
+    t = time.monotonic()
+    with caplog.at_level("INFO"), pytest.raises(Unreachable, match="within 1.5 s$"):
+        reach_broker({"bootstrap_servers": [f"127.0.0.1:{port}"]}, wait=1.5)
+    assert 1.5 <= time.monotonic() - t < 5
+    said = [r for r in caplog.records if r.name.startswith("streamcal")]
+    assert [r.levelname for r in said] == ["WARNING"]
+    assert f"127.0.0.1:{port} (connection refused) yet" in said[0].getMessage()
 
 
 def test_a_client_certificate_that_cannot_be_loaded_is_named(tmp_path):

@@ -218,6 +218,45 @@ def test_config_rules():
         CalibrationUnit(_config(model="river.naive_bayes:GaussianNB"))
 
 
+@pytest.mark.parametrize("mode", ["pretrained", "sva", "va"])
+@pytest.mark.parametrize("mondrian", [{}, {"by": "shop", "fallback": "pooled"}])
+def test_a_mode_is_refused_naming_the_flag_the_regressor_has_none(mode, mondrian):
+    # before: --mode was silently ignored, and with --by --fallback pooled refused with the
+    # classifiers' "needs by and mode 'pretrained'"
+    with pytest.raises(ValueError) as exc:
+        _config(mode=mode, **mondrian).validate()
+    message = str(exc.value)
+    assert f"got --mode {mode}" in message and "the regressor has no mode" in message
+    assert "needs by and mode" not in message
+
+
+def test_the_pooled_fallback_is_checked_the_regressors_way():
+    # by alone is enough (no mode); without by the fallback is refused as the learner does
+    _config(by="shop", fallback="pooled").validate()
+    _config(by="shop", fallback="pooled", min_category=4).validate()
+    with pytest.raises(ValueError, match=r"^fallback needs by \(Mondrian calibration\)$"):
+        _config(fallback="pooled").validate()
+    with pytest.raises(ValueError, match="min_category needs the pooled fallback"):
+        _config(by="shop", fallback="off", min_category=3).validate()
+    # the classifiers keep their own rule
+    with pytest.raises(ValueError, match="fallback='pooled' needs by and mode 'pretrained'"):
+        _config(task="binary", quantiles="0.1,0.9", interval_coverage=0.9, by="shop",
+                fallback="pooled", mode="sva", window=None).validate()  # fmt: skip
+
+
+def test_streamcal_run_refuses_a_regression_mode_in_two_lines(capsys, monkeypatch, tmp_path):
+    from streamcal.cli import main
+    from tests._helpers import CHECKPOINT_KEY, error_of
+
+    monkeypatch.setenv("STREAMCAL_CHECKPOINT_KEY", CHECKPOINT_KEY)
+    argv = ["run", "--task", "regression", "--mode", "sva", "--by", "shop", "--fallback",
+            "pooled", "--bootstrap-servers", "127.0.0.1:1",
+            "--state-dir", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    err = error_of(capsys.readouterr().err)
+    assert err.startswith("streamcal run: error: --mode is the classifiers'"), err
+
+
 # --------------------------------------------------------------------------- --by
 def _with_shops(items, shops: int, seed: int):
     """Events with a top-level field "shop" (not a feature): ``shops`` values, skewed, so

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from streamcal.stream.kafka.sink import Outbox, ProducerProcess
+from streamcal.stream.kafka.sink import NoProducer, Outbox, ProducerProcess
 from tests._helpers import wait_until
 from tests._kafka_helpers import read_topic
 
@@ -117,8 +117,9 @@ def test_when_the_processor_dies_the_child_delivers_what_it_holds_and_exits(kafk
 
 
 def test_a_bad_setting_is_reported_by_the_constructor(kafka_broker):
-    with pytest.raises(RuntimeError, match="cannot create a Kafka producer"):
+    with pytest.raises(NoProducer, match="cannot create a Kafka producer: ") as exc:
         ProducerProcess({**_settings(kafka_broker), "no_such_option": 1})
+    assert isinstance(exc.value, RuntimeError) and "('" not in str(exc.value), exc.value
 
 
 def _alive(pid: int) -> bool:

@@ -124,12 +124,13 @@ def outbox(config, instance: str | None = None):
 
 
 def outbox_checked(config, instance: str | None = None):
-    """``outbox``, as the processor's first client: a TLS or SASL set-up that cannot work
-    is told first, naming the setting to check (``SetupError``), not after the clients'
-    30 s of retries."""
-    from streamcal.stream.kafka.preflight import check_broker
+    """``outbox``, as the processor's first client, once a broker answers: a TLS or SASL
+    set-up that cannot work is told first, naming the setting to check (``SetupError``),
+    and no broker answering within 30 s in one line (``Unreachable``), not after the
+    clients' retries."""
+    from streamcal.stream.kafka.preflight import reach_broker
 
-    check_broker(config.kafka_client_settings())
+    reach_broker(config.kafka_client_settings())
     return outbox(config, instance)
 
 

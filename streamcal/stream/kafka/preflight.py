@@ -10,8 +10,14 @@ set-up the clients will: the TLS handshake with their settings (``--ssl-*``), on
 request (ApiVersions), then the SASL handshake and, for PLAIN and SCRAM, the
 authentication (``--sasl-*``); without SASL, a Metadata request, which a broker that
 requires SASL refuses. The first step that fails raises ``SetupError`` naming the
-setting to check. A server that cannot be reached at all is left to the clients, which
-retry as before (the broker may be starting).
+setting to check.
+
+``reach_broker`` is the processor's way in: while no bootstrap server accepts a
+connection it tries again (the broker may be starting), saying so once, for ``WAIT``
+seconds, as long as kafka-python waits to bootstrap; then ``Unreachable`` names the
+addresses tried and why each failed. The clients are not started before a broker
+answers, so neither client's retry lines (one per failed attempt) are seen, and both
+clients end alike.
 
 Requests are written by hand (request header v1, the oldest versions of ApiVersions,
 Metadata, SaslHandshake and SaslAuthenticate, which every broker still answers); SASL's
@@ -20,15 +26,20 @@ exchanges are kafka-python's own mechanisms.
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 import struct
+import time
 
-from streamcal.errors import ConfigurationError
+from streamcal.errors import BrokerError, ConfigurationError
 
-__all__ = ["SetupError", "check_broker"]
+__all__ = ["SetupError", "Unreachable", "check_broker", "reach_broker"]
+
+log = logging.getLogger(__name__)
 
 TIMEOUT = 5.0  # seconds per step: a broker that answers does so in milliseconds
+WAIT = 30.0  # seconds for a first answer: kafka-python's own wait to bootstrap
 
 _API_VERSIONS, _METADATA, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 3, 17, 36
 _UNSUPPORTED_SASL_MECHANISM = 33
@@ -41,21 +52,100 @@ class SetupError(ConfigurationError, ValueError):
     to check."""
 
 
-def check_broker(settings: dict, timeout: float = TIMEOUT) -> bool:
+class Unreachable(BrokerError, ConnectionError):
+    """No bootstrap server accepted a connection in time: the message, in streamcal's
+    words, names each address and why."""
+
+    client_words = False
+
+
+def check_broker(settings: dict, timeout: float = TIMEOUT, causes: dict | None = None) -> bool:
     """Go through the clients' set-up (``kafka_client_settings``) with the first bootstrap
-    server that accepts a connection: True once it has, False if none accepted one (the
-    clients then try, as they would have); ``SetupError`` at the first step that fails."""
+    server that accepts a connection: True once it has, False if none accepted one (and
+    ``causes``, if given, gets each address's reason); ``SetupError`` at the first step
+    that fails."""
     for server in settings["bootstrap_servers"]:
-        host, _, port = server.strip().rpartition(":")
-        host = host.strip("[]")
+        where = server.strip()
         try:
-            sock = socket.create_connection((host, int(port)), timeout=timeout)
-        except (OSError, ValueError):
-            continue  # unreachable (or no port): the clients retry, as before
+            host, port = _address(where)
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except (OSError, ValueError) as exc:
+            if causes is not None:
+                causes[where] = _cause(exc)
+            continue
         with sock:
-            _Probe(sock, host, server.strip(), settings, timeout).run()
+            _Probe(sock, host, where, settings, timeout).run()
         return True
     return False
+
+
+def reach_broker(settings: dict, wait: float = WAIT, timeout: float = TIMEOUT) -> None:
+    """``check_broker``, tried again while no bootstrap server accepts a connection, for
+    up to ``wait`` seconds; then ``Unreachable``.
+
+    >>> try:
+    ...     reach_broker({"bootstrap_servers": ["127.0.0.1:1"]}, wait=0)
+    ... except Unreachable as exc:
+    ...     print(exc)
+    no Kafka broker answered at 127.0.0.1:1 (connection refused) within 0 s
+    """
+    deadline = time.monotonic() + wait
+    pause = 0.25
+    while True:
+        causes: dict = {}
+        left = deadline - time.monotonic()
+        if check_broker(settings, max(0.1, min(timeout, left)), causes):
+            return
+        tried = _tried(causes)
+        if left <= 0:
+            raise Unreachable(f"no Kafka broker answered at {tried} within {wait:g} s")
+        if pause == 0.25:  # once: the final error says the rest
+            log.warning("no Kafka broker answers at %s yet; trying again for up to %g s",
+                        tried, wait)  # fmt: skip
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(2.0, pause * 2)
+
+
+def _address(server: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) as a pair; a bare host has Kafka's port, 9092.
+
+    >>> _address("[::1]:9093"), _address("kafka")
+    (('::1', 9093), ('kafka', 9092))
+    """
+    host, sep, port = server.rpartition(":")
+    if not sep or host.endswith(":") and not host.startswith("["):
+        return server.strip("[]"), 9092
+    return host.strip("[]"), int(port)
+
+
+def _cause(exc: Exception) -> str:
+    """Why a connection failed, in a few words.
+
+    >>> _cause(ConnectionRefusedError(111, "Connection refused")), _cause(TimeoutError())
+    ('connection refused', 'timed out')
+    """
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return "unknown host"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, ValueError):
+        return "not host:port"
+    return (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+def _tried(causes: dict) -> str:
+    """The addresses and their reasons, one reason for all when they share it.
+
+    >>> _tried({"a:1": "connection refused", "b:1": "connection refused"})
+    'a:1, b:1 (connection refused)'
+    >>> _tried({"a:1": "connection refused", "b:1": "unknown host"})
+    'a:1 (connection refused), b:1 (unknown host)'
+    """
+    if len(set(causes.values())) == 1:
+        return f"{', '.join(causes)} ({next(iter(causes.values()))})"
+    return ", ".join(f"{where} ({cause})" for where, cause in causes.items())
 
 
 def _string(s: str) -> bytes:

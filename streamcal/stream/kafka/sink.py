@@ -47,6 +47,7 @@ from streamcal.stream.logformat import configure, format_of
 
 __all__ = [
     "Fenced",
+    "NoProducer",
     "Outbox",
     "ProducerProcess",
     "TransactionAborted",
@@ -72,6 +73,13 @@ class TransactionAborted(BrokerError, RuntimeError):
     """The open transaction was aborted (a send failed, the broker went away, the commit
     failed): its outputs are never seen by ``read_committed`` readers, and the state must
     go back to what was committed."""
+
+
+class NoProducer(BrokerError, RuntimeError):
+    """The producer process could not create its producer: the message says why, with the
+    client error's type in it (no repr in a repr)."""
+
+    client_words = False
 
 
 class Fenced(SupersededError, RuntimeError):
@@ -431,7 +439,18 @@ class TransactionalProcess(ProducerProcess):
         self.ship()
 
 
-_REPLY_ERRORS = {"aborted": TransactionAborted, "fenced": Fenced, "error": RuntimeError}
+_REPLY_ERRORS = {"aborted": TransactionAborted, "fenced": Fenced, "error": RuntimeError,
+                 "unstarted": NoProducer}  # fmt: skip
+
+
+def _said(exc: Exception) -> str:
+    """``exc`` in words, its type named once.
+
+    >>> _said(TypeError("bad option")), _said(ValueError("ValueError: twice"))
+    ('TypeError: bad option', 'ValueError: twice')
+    """
+    name, text = type(exc).__name__, str(exc)
+    return text if name in text else f"{name}: {text}" if text else name
 
 
 def _transact(outbox, msg) -> object:
@@ -491,7 +510,7 @@ def _child() -> None:
                 kind = TransactionalOutbox if msg[1].get("transactional_id") else Outbox
                 outbox = kind(msg[1])
             except Exception as exc:  # noqa: BLE001 - reported to the processor
-                reply(f"cannot create a Kafka producer: {exc!r}")
+                reply(("unstarted", f"cannot create a Kafka producer: {_said(exc)}"))
                 return
             reply("ok")
         elif msg[0] == "close":

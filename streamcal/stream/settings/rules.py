@@ -38,8 +38,15 @@ def mondrian_needs_by(c) -> None:
 
 
 def learner_settings(c) -> None:
-    """The classifier's own rules and messages (``ClassifierSettings``)."""
-    c.classifier_settings()
+    """The learner's own rules and messages: the classifier's (``ClassifierSettings``),
+    or those of the task's own learner (the regressor's). A task that is none is
+    refused by its own constraint, after this (``check_each``)."""
+    from streamcal.stream.tasks import NAMES, task_named
+
+    if c.task in NAMES:
+        task_named(c.task).check_learner(c)
+    else:
+        c.classifier_settings()
 
 
 def task(c) -> None:

@@ -33,7 +33,9 @@ import pickle
 import struct
 from typing import Any, NamedTuple
 
-from streamcal.learner.regressor import ConformalPredictiveRegressor
+from streamcal.learner.modes import MODES
+from streamcal.learner.regressor import DEFAULT_MAX_CATEGORIES, ConformalPredictiveRegressor
+from streamcal.learner.settings import check_mondrian
 from streamcal.monitoring.shapes import REGRESSION
 from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_record, _short
 from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
@@ -181,6 +183,29 @@ class RegressionTask(Task):
                 "default (scaled linear regression) or module:function returning a river "
                 "regressor"
             )
+
+    @staticmethod
+    def check_learner(config) -> None:
+        """The regressor's rules: no ``--mode`` (a classifier's), and ``--fallback`` and
+        ``--min-category`` need ``--by`` only (``StreamRegressor``'s own check).
+
+        >>> from streamcal.stream.config import ProcessorConfig
+        >>> RegressionTask.check_learner(ProcessorConfig(task="regression", mode="sva"))
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: --mode is the classifiers' (pretrained, sva, va): the regressor has no ...
+        """
+        if config.mode is not None:
+            raise ValueError(
+                f"--mode is the classifiers' ({', '.join(MODES)}): the regressor has no mode; "
+                f"leave --mode out with --task regression (got --mode {config.mode})"
+            )
+        most = config.max_categories
+        check_mondrian(config.by, config.min_category, config.fallback,
+                       DEFAULT_MAX_CATEGORIES if most is None else most,
+                       offered=config.by is not None, needs="by")  # fmt: skip
+        config.classifier_settings()  # the rest: --window, --merge, the alarm's level
 
     @staticmethod
     def default_label(text: str) -> float:

@@ -109,6 +109,12 @@ class Task:
             raise ValueError("scheme needs --task multiclass")
 
     @staticmethod
+    def check_learner(config) -> None:
+        """``ValueError`` if ``config`` breaks a rule of the learner's settings (the
+        classifier's, with its messages)."""
+        config.classifier_settings()
+
+    @staticmethod
     def resolve_scheme(given):
         """The multiclass scheme in effect for ``--scheme`` ``given``: none here."""
         return None
