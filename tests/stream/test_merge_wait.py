@@ -1,12 +1,15 @@
 """What ``--merge-wait`` counts with the buffers bounded (issue 37): a client that hands over
 records of other partitions first (kafka-python drains one fetch response after another,
-2,000 records a poll) is not a partition that fails to deliver. A backlog whose labels
+2,000 records a poll; tansu fills a fetch response with one partition's 5-6 MB) is not a
+partition that fails to deliver. A backlog whose labels
 topic is days ahead once stalled there under load and dead-lettered its labels as having
 no event; a partition that delivers nothing still stalls after ``max_wait``."""
 
 from __future__ import annotations
 
 import time
+
+import pytest
 
 from streamcal.stream.kafka.ordering import OrderedMerge, size
 from tests._fakes import TP, Record, release_all
@@ -18,12 +21,14 @@ RANKS = {"ev": 0, "lab": 1}
 class QueuedConsumer:
     """Fetch responses of ``fetch`` records a partition, labels first, handed over
     ``max_records`` at a time in that order, each poll that returns records taking
-    ``cost`` seconds (parsing on a loaded machine). A paused partition's response is
-    parked and no new fetch is sent for it, as kafka-python does; ``dead`` partitions
-    never answer."""
+    ``cost`` seconds (parsing on a loaded machine), an empty poll between two fetches (the
+    round trip). A paused partition's response is parked and no new fetch is sent for it,
+    as kafka-python does; ``dead`` partitions never answer; with ``starve`` the events
+    are fetched only while the labels cannot be (tansu's full responses)."""
 
-    def __init__(self, data: dict, fetch: int, cost: float, dead=()):
+    def __init__(self, data: dict, fetch: int, cost: float, dead=(), starve: bool = False):
         self.data, self.fetch, self.cost, self.dead = data, fetch, cost, set(dead)
+        self.starve = starve
         self.pos = dict.fromkeys(data, 0)
         self.queue: list = []  # [tp, next offset, end] of responses not handed over
         self.paused: set = set()
@@ -35,18 +40,29 @@ class QueuedConsumer:
     def resume(self, *tps) -> None:
         self.paused.difference_update(tps)
 
-    def _send_fetches(self) -> None:
-        queued = {q[0] for q in self.queue}
+    def _fetchable(self, tp) -> bool:
+        queued = any(q[0] == tp for q in self.queue)
+        left = self.pos[tp] < len(self.data[tp])
+        return tp not in self.dead and tp not in self.paused and not queued and left
+
+    def _send_fetches(self) -> bool:
+        """A fetch once nothing fetched can be handed over; True if one was sent."""
+        if any(q[0] not in self.paused for q in self.queue):
+            return False
+        sent = False
         for tp in (LAB, EV):
-            left = self.pos[tp] < len(self.data[tp])
-            if tp in self.dead or tp in self.paused or tp in queued or not left:
+            if not self._fetchable(tp) or (self.starve and tp == EV and self._fetchable(LAB)):
                 continue
             start = self.pos[tp]
             self.queue.append([tp, start, min(start + self.fetch, len(self.data[tp]))])
             self.hw[tp] = len(self.data[tp])
+            sent = True
+        return sent
 
     def poll(self, timeout_ms=0, max_records=2000):
-        self._send_fetches()
+        if self._send_fetches():
+            time.sleep(timeout_ms / 1000)
+            return {}
         for q in self.queue:
             tp, start, end = q
             if tp in self.paused:
@@ -78,15 +94,16 @@ def backlog() -> dict:
     }
 
 
-def test_handing_over_other_partitions_is_not_a_stall_with_the_bound():
+@pytest.mark.parametrize("starve", [False, True])
+def test_handing_over_other_partitions_is_not_a_stall_with_the_bound(starve):
     data = backlog()
-    consumer = QueuedConsumer(data, fetch=150, cost=0.03)
+    consumer = QueuedConsumer(data, fetch=145, cost=0.06, starve=starve)
     bound = 2 * 40 * size(data[LAB][0])  # the labels are paused after 4 polls of 10
-    merge = OrderedMerge(consumer, list(data), RANKS, max_wait=0.05, poll_records=10,
+    merge = OrderedMerge(consumer, list(data), RANKS, max_wait=0.15, poll_records=10,
                          buffer_bytes=bound)  # fmt: skip
     out = [(rec.topic, rec.offset) for _, rec in release_all(merge)]
-    # Four polls of labels (0.12 s) come before the events' response: more than the
-    # wait, but all of it records handed over, so nothing is released out of order.
+    # Four polls of labels (0.24 s) come before the events' response: more than the
+    # wait, but the labels were being handed over, so nothing goes out of order.
     assert merge.stalls == 0 and merge.late_arrivals == 0
     assert out == [("ev", i) for i in range(300)] + [("lab", i) for i in range(300)]
 

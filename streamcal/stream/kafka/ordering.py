@@ -30,9 +30,9 @@ stay empty are not waited for once confirmed (Kafka Streams' default
 (``--merge-wait``: it has unread records it does not deliver, or the broker does not
 answer) is skipped: what is buffered is released as if it were confirmed, and ``stalls``
 counts it. The seconds counted are those spent in ``next`` asking and polling (not the
-caller's between two calls), and with the buffers bounded not those of a full poll: the
-client is then handing over records of other partitions it fetched first, which their
-shares bound (a backlog stalled there under load, see ``next``).
+caller's between two calls), and with the buffers bounded only those in which every
+partition with records buffered is paused or read to its last fetch's end: until then
+the client may be serving those first, which their shares bound (``_busy``).
 
 So the order is a function of the topics' contents for all input that is in the topics
 (below the high watermark) when the records before it are read: replays, restarts after
@@ -479,16 +479,24 @@ class OrderedMerge:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            n = self._poll(min(remaining, step))
-            if self._waited is not None and not (self._bound and n >= self.poll_records):
-                # What the wait counts: the time spent here asking and polling, not the
-                # caller's between two calls (a checkpoint); and with the bound not a full
-                # poll either: the client is handing over what it fetched of other
-                # partitions (kafka-python drains one fetch response after another), and
-                # each of them is paused at its share, so that cannot go on for long. A
-                # backlog whose labels were days ahead stalled there under load and
-                # dead-lettered them as having no event.
+            self._poll(min(remaining, step))
+            if self._waited is not None and not (self._bound and self._busy()):
+                # The wait counts the time spent here asking and polling, not the caller's
+                # between two calls (a checkpoint), and with the bound not while another
+                # partition may still deliver: see ``_busy``.
                 self._waited += time.monotonic() - began
+
+    def _busy(self) -> bool:
+        """Whether a partition with records buffered is neither paused nor read up to the
+        end its last fetch showed. The client may be serving it first: kafka-python drains
+        one fetch response after another, and tansu fills a fetch response with one
+        partition's 5-6 MB while the other gets nothing. Its share bounds how long, and the
+        lagging partition is fetched alone once the others are paused. A backlog whose
+        labels were days ahead stalled there under load, its events not fetched for 20 s,
+        and dead-lettered its labels as having no event."""
+        empty, paused, caught_up = self._empty, self._paused, self._caught_up
+        return any(p not in empty and p not in paused and not caught_up(p)
+                   for p in self.partitions)  # fmt: skip
 
     def ready(self):
         """The next ``(rank, record)`` if it can be released without asking the broker or
