@@ -489,11 +489,11 @@ class OrderedMerge:
     def _busy(self) -> bool:
         """Whether a partition with records buffered is neither paused nor read up to the
         end its last fetch showed. The client may be serving it first: kafka-python drains
-        one fetch response after another, and tansu fills a fetch response with one
-        partition's 5-6 MB while the other gets nothing. Its share bounds how long, and the
-        lagging partition is fetched alone once the others are paused. A backlog whose
-        labels were days ahead stalled there under load, its events not fetched for 20 s,
-        and dead-lettered its labels as having no event."""
+        one fetch response after another, and tansu answers 5-6 MB a partition (in a
+        backlog the events came only once the labels were paused). Its share bounds how
+        long, and the lagging partition is fetched alone once the others are paused. A
+        backlog whose labels were days ahead stalled there under load, its events not
+        fetched for 20 s, and dead-lettered its labels as having no event."""
         empty, paused, caught_up = self._empty, self._paused, self._caught_up
         return any(p not in empty and p not in paused and not caught_up(p)
                    for p in self.partitions)  # fmt: skip
