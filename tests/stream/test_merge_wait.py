@@ -1,6 +1,6 @@
 """What ``--merge-wait`` counts with the buffers bounded (issue 37): a client that hands over
 records of other partitions first (kafka-python drains one fetch response after another,
-2,000 records a poll; tansu fills a fetch response with one partition's 5-6 MB) is not a
+2,000 records a poll; with tansu, a backlog's events came once its labels were paused) is not a
 partition that fails to deliver. A backlog whose labels
 topic is days ahead once stalled there under load and dead-lettered its labels as having
 no event; a partition that delivers nothing still stalls after ``max_wait``."""
@@ -24,7 +24,7 @@ class QueuedConsumer:
     ``cost`` seconds (parsing on a loaded machine), an empty poll between two fetches (the
     round trip). A paused partition's response is parked and no new fetch is sent for it,
     as kafka-python does; ``dead`` partitions never answer; with ``starve`` the events
-    are fetched only while the labels cannot be (tansu's full responses)."""
+    are fetched only while the labels cannot be (as a backlog on tansu showed)."""
 
     def __init__(self, data: dict, fetch: int, cost: float, dead=(), starve: bool = False):
         self.data, self.fetch, self.cost, self.dead = data, fetch, cost, set(dead)
