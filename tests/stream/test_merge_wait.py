@@ -1,9 +1,9 @@
 """What ``--merge-wait`` counts with the buffers bounded (issue 37): a client that hands over
 records of other partitions first (kafka-python drains one fetch response after another,
-2,000 records a poll; with tansu, a backlog's events came once its labels were paused) is not a
-partition that fails to deliver. A backlog whose labels
-topic is days ahead once stalled there under load and dead-lettered its labels as having
-no event; a partition that delivers nothing still stalls after ``max_wait``."""
+2,000 records a poll; with tansu, a backlog's events came once its labels were paused) is
+not a partition that fails to deliver. A backlog whose labels topic is days ahead once
+stalled there under load and dead-lettered its labels as having no event; a partition
+that delivers nothing still stalls after ``max_wait``."""
 
 from __future__ import annotations
 
