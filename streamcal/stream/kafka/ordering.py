@@ -29,7 +29,10 @@ stay empty are not waited for once confirmed (Kafka Streams' default
 ``max.task.idle.ms=0``). A partition that is not confirmed within ``max_wait`` seconds
 (``--merge-wait``: it has unread records it does not deliver, or the broker does not
 answer) is skipped: what is buffered is released as if it were confirmed, and ``stalls``
-counts it.
+counts it. The seconds counted are those spent in ``next`` asking and polling (not the
+caller's between two calls), and with the buffers bounded only those in which every
+partition with records buffered is paused or read to its last fetch's end: until then
+the client may be serving those first, which their shares bound (``_busy``).
 
 So the order is a function of the topics' contents for all input that is in the topics
 (below the high watermark) when the records before it are read: replays, restarts after
@@ -194,7 +197,9 @@ class OrderedMerge:
         self._known_end = dict.fromkeys(self.partitions, 0)  # largest end offset seen
         self.max_wait = max_wait
         self.poll_records = poll_records
-        self._wait_started: float | None = None
+        # Seconds the least head has waited for a lagging partition (None: not waiting);
+        # see ``next`` for what counts.
+        self._waited: float | None = None
         self.stalls = 0  # times a lagging partition was skipped (determinism not guaranteed)
         self.max_future = max_future
         self.max_bytes = max_bytes
@@ -450,22 +455,23 @@ class OrderedMerge:
     def next(self, timeout: float):
         deadline = time.monotonic() + timeout
         while True:
+            began = time.monotonic()
             step = 0.2  # the longest poll: when idle
             if self._heap:
                 free = self._free()
                 if not free:
-                    remaining = max(deadline - time.monotonic(), 0.05)
+                    remaining = max(deadline - began, 0.05)
                     free = self._confirm(min(remaining, 1.0)) and self._free()
                 now = time.monotonic()
                 if free:
-                    self._wait_started = None
+                    self._waited = None
                     held = self._graced(now)
                     if not held:
                         return self._release()
                     step = held - now  # poll until an empty partition shows a record
-                elif self._wait_started is None:
-                    self._wait_started = now
-                elif now - self._wait_started > self.max_wait:
+                elif self._waited is None:
+                    self._waited = 0.0
+                elif self._waited > self.max_wait:
                     self._stall()
                     continue
                 # Short polls while a lagging partition holds the others back.
@@ -474,6 +480,23 @@ class OrderedMerge:
             if remaining <= 0:
                 return None
             self._poll(min(remaining, step))
+            if self._waited is not None and not (self._bound and self._busy()):
+                # The wait counts the time spent here asking and polling, not the caller's
+                # between two calls (a checkpoint), and with the bound not while another
+                # partition may still deliver: see ``_busy``.
+                self._waited += time.monotonic() - began
+
+    def _busy(self) -> bool:
+        """Whether a partition with records buffered is neither paused nor read up to the
+        end its last fetch showed. The client may be serving it first: kafka-python drains
+        one fetch response after another, and tansu answers 5-6 MB a partition (in a
+        backlog the events came only once the labels were paused). Its share bounds how
+        long, and the lagging partition is fetched alone once the others are paused. A
+        backlog whose labels were days ahead stalled there under load, its events not
+        fetched for 20 s, and dead-lettered its labels as having no event."""
+        empty, paused, caught_up = self._empty, self._paused, self._caught_up
+        return any(p not in empty and p not in paused and not caught_up(p)
+                   for p in self.partitions)  # fmt: skip
 
     def ready(self):
         """The next ``(rank, record)`` if it can be released without asking the broker or
@@ -493,7 +516,7 @@ class OrderedMerge:
         return out
 
     def _release(self):
-        self._wait_started = None
+        self._waited = None
         entry = heapq.heappop(self._heap)
         tp = entry[-1]
         buf = self._bufs[tp]
