@@ -55,9 +55,9 @@ def exit_statuses() -> str:
     return "\n".join([*lines, "  130  interrupted (Ctrl-C)"])
 
 
-def ending(exc: StreamcalError) -> tuple[int, str]:
-    """The exit status and the two lines a command ends with on ``exc``: what failed, and
-    its branch's what to do.
+def ending(exc: StreamcalError, command: str = "COMMAND") -> tuple[int, str]:
+    """The exit status and the two lines ``streamcal command`` ends with on ``exc``: what
+    failed, and its branch's what to do.
 
     >>> print(ending(UsageError("--events: bad value 0"))[1])
     --events: bad value 0
@@ -68,7 +68,8 @@ def ending(exc: StreamcalError) -> tuple[int, str]:
     """
     # A Kafka client's own words: their type says what failed.
     line = repr(exc) if getattr(exc, "client_words", False) else str(exc)
-    return exc.exit_status, f"{line}\n  what to do: {exc.what_to_do}"
+    todo = exc.what_to_do.replace("streamcal COMMAND", f"streamcal {command}")
+    return exc.exit_status, f"{line}\n  what to do: {todo}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except StreamcalError as exc:
-        status, lines = ending(exc)
-        lines = lines.replace("streamcal COMMAND", f"streamcal {args.command}")
+        status, lines = ending(exc, args.command)
         print(f"streamcal {args.command}: error: {lines}", file=sys.stderr)
         return status
     except KeyboardInterrupt:
