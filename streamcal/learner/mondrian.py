@@ -75,9 +75,15 @@ from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, DEFAULT_MIN_CATEG
 from streamcal.learner.sva import SimplifiedVennAbers
 from streamcal.learner.va import VennAbers
 
-__all__ = ["MissingCategoryWarning", "MondrianVennAbers", "category_of"]
+__all__ = [
+    "FROM_X",
+    "MissingCategoryWarning",
+    "MondrianVennAbers",
+    "category_of",
+    "hashable_category",
+]
 
-_FROM_X = object()  # no category given: derive it from x with ``by``
+FROM_X = object()  # no category given: derive it from x with ``by``
 _FEW = 32  # calibration pairs a category's store is rebuilt from one by one (_rescored)
 
 
@@ -97,10 +103,11 @@ def category_of(by, x):
     >>> category_of("country", {"amount": 3.0}) is None
     True
     """
-    return _hashable(by(x) if callable(by) else x.get(by))
+    return hashable_category(by(x) if callable(by) else x.get(by))
 
 
-def _hashable(c):
+def hashable_category(c):
+    """``c``, if a category can be it (hashable); else a ``TypeError`` naming it."""
     try:
         hash(c)
     except TypeError:
@@ -234,9 +241,9 @@ class MondrianVennAbers:
         the first object without the feature ``by``."""
         by = self.by
         if callable(by):
-            return _hashable(by(x))
+            return hashable_category(by(x))
         try:
-            return _hashable(x[by])
+            return hashable_category(x[by])
         except KeyError:
             if not self._warned:
                 self._warned = True
@@ -248,8 +255,8 @@ class MondrianVennAbers:
                 )
             return None
 
-    def predict(self, x, category=_FROM_X) -> tuple[float, float, float]:
-        c = self.category(x) if category is _FROM_X else _hashable(category)
+    def predict(self, x, category=FROM_X) -> tuple[float, float, float]:
+        c = self.category(x) if category is FROM_X else hashable_category(category)
         st = self.categories.get(c)
         if st is None:  # never labelled, or evicted
             return self._answer(self._cold_score(x), self._pool())
@@ -282,8 +289,8 @@ class MondrianVennAbers:
                 self.batches = BatchRanges()
             self.batches.add(self.n_seen + 1, n)
 
-    def learn(self, x, y: int, category=_FROM_X) -> None:
-        c = self.category(x) if category is _FROM_X else _hashable(category)
+    def learn(self, x, y: int, category=FROM_X) -> None:
+        c = self.category(x) if category is FROM_X else hashable_category(category)
         st = self.categories.get(c)
         if st is None:
             if len(self.categories) >= self.max_categories:

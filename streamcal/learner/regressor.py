@@ -40,7 +40,7 @@ from streamcal.core.cps import cdf_value
 from streamcal.core.validate import check_features
 from streamcal.learner.alarm_view import AlarmView
 from streamcal.learner.churn import CategoryChurn
-from streamcal.learner.mondrian import _hashable, category_of
+from streamcal.learner.mondrian import FROM_X, category_of, hashable_category
 from streamcal.learner.predictive_distribution import PredictiveDistribution
 from streamcal.learner.residual_alarm import ResidualAlarm
 from streamcal.learner.residuals import ResidualStores
@@ -54,7 +54,6 @@ from streamcal.learner.settings import (
 __all__ = ["ConformalPredictiveRegressor"]
 
 SIGMA_FLOOR = 0.1  # sigma is at least this times the mean absolute residual so far
-_FROM_X = object()  # no category given: derive it from x with ``by``
 
 
 def category_minimum(min_category, fallback, by, window, bins) -> int:
@@ -252,9 +251,9 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         """The ``by`` key of x: ``category`` if given, else from x (None without ``by``)."""
         if self.by is None:
             return None
-        return category_of(self.by, x) if category is _FROM_X else _hashable(category)
+        return category_of(self.by, x) if category is FROM_X else hashable_category(category)
 
-    def _predict(self, x: dict, category=_FROM_X) -> tuple:
+    def _predict(self, x: dict, category=FROM_X) -> tuple:
         """(key, yhat, sigma) of x, reusing the last query's when x is the same object
         unchanged and nothing was learned since (the prequential predict-then-learn)."""
         last = self._last
@@ -275,7 +274,7 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         self._last = (x, dict(x), y_hat, sigma)
         return key, y_hat, sigma
 
-    def predict_distribution_one(self, x: dict, category=_FROM_X) -> PredictiveDistribution:
+    def predict_distribution_one(self, x: dict, category=FROM_X) -> PredictiveDistribution:
         """The predictive distribution of x's label (see ``PredictiveDistribution``). With
         ``by``, ``category=c`` gives x's key instead of deriving it from x."""
         key, y_hat, sigma = self._predict(x, category)
@@ -318,7 +317,7 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
 
     # ------------------------------------------------------------------ learning
 
-    def learn_one(self, x: dict, y, category=_FROM_X) -> None:
+    def learn_one(self, x: dict, y, category=FROM_X) -> None:
         """Take the residual of label y (before the model learns it), hold it, then let
         the model (and the difficulty estimate) learn. ``ValueError`` on a label or
         feature that is not a finite number, before anything changes. With ``by``,
