@@ -53,6 +53,7 @@ import numpy as np
 
 from streamcal.core.rank_store import _priorities as P
 from streamcal.core.rank_store import _treap as T
+from streamcal.errors import pre_release
 
 __all__ = ["RANK_STATE_FORMAT", "RankStore"]
 
@@ -350,9 +351,7 @@ def _node_columns(state: dict) -> tuple:
 
 
 def _refuse_pre_release(what: str):
-    raise ValueError(f"rank store {what} has format 1 (a Mersenne Twister's state), written "
-                     "by a development version of streamcal before the first release, "
-                     "which this one does not read")  # fmt: skip
+    raise ValueError(pre_release(f"a rank store {what} of format 1 (a Mersenne Twister's)"))
 
 
 def _restore(nodes, backend: str, *pre_release) -> RankStore:
