@@ -55,6 +55,7 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from streamcal.core.rank_store import RankStore
+from streamcal.errors import pre_release
 
 __all__ = ["FIRST_FIT", "LAST_FIT", "POOLED", "ResidualStores"]
 
@@ -195,15 +196,6 @@ class ResidualStores:
         return sum(self.categories.values())
 
     def __setstate__(self, state: dict) -> None:
-        held = state.get("_held")
-        if isinstance(held, deque):  # pickled before the window was per key: one deque
-            by_key: dict = {}
-            for key, y_hat, residual in held:
-                by_key.setdefault(key, deque()).append((y_hat, residual))
-            state = {**state, "_held": by_key}
-        if "sizes" not in state:  # from before the keys were bounded: in their order
-            sizes: OrderedDict = OrderedDict()
-            for (key, _), store in state["_stores"].items():
-                sizes[key] = sizes.get(key, 0) + len(store)
-            state = {**state, "sizes": sizes}
+        if "sizes" not in state:  # one window, keys not bounded: only before the first release
+            raise ValueError(pre_release("residual stores pickled without bounded keys"))
         self.__dict__.update(state)
