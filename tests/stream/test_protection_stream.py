@@ -25,7 +25,7 @@ from streamcal.stream.pending import ABSENT
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import full_state
+from tests._helpers import full_state, resume
 
 SHIFT = 1100  # events from here on have their labels flipped: p is then far from calibrated
 
@@ -193,7 +193,7 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
     unit, _ = _unit()
     _feed(unit, items[:1500])
     state = full_state(unit)
-    again = CalibrationUnit.from_state(state, config=unit.config)
+    again = resume(state, config=unit.config)
     assert again.clf.protectors == unit.clf.protectors
     assert again.export_waiting()["pending"] == unit.export_waiting()["pending"]
     sent_a, sent_b = [], []
@@ -221,7 +221,7 @@ def test_a_checkpoint_written_with_the_lookup_resumes_without_it_identically():
     state = full_state(old)
     assert state["classifier"]["protect"] == {"alpha": 0.01}
     assert len(state["classifier"]["protection"]["given"]) == old.pending.events > 0
-    again = CalibrationUnit.from_state(state, config=old.config)
+    again = resume(state, config=old.config)
     assert again.clf.protect == {"alpha": 0.01, "lookup": False}
     assert again.to_state()["classifier"]["protection"]["given"] == []
     sent_old, sent_again = [], []
