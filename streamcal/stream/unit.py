@@ -203,7 +203,7 @@ class CalibrationUnit:
         self.last_read = fingerprints.marks(state.get("read", ()))
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
-        self.checkpoints = state.get("checkpoints", 0)
+        self.checkpoints = state["checkpoints"]
         if self._delays is not None and self.counts["label_delay_warnings"]:
             self._delays.left = 0  # it spoke before the restart: said once per unit
         return self

@@ -19,7 +19,7 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
 (d); an entry declares:
 
 * ``name``: the ``--task`` value, and ``pending_type``: the ``NamedTuple`` of what waits
-  for a label (a state from before version 6 holds these tuples);
+  for a label;
 * ``label_decoder`` (``event_decoder`` (d) if events differ): bytes and ``Fields`` to a
   message, or ``BadInput`` (its reason goes to the dead letter);
 * ``shape``: its part of the monitoring layer (``streamcal.monitoring.shapes``: the
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__all__ = ["LEGACY_TASK", "NAMES", "resolved_scheme", "task_named", "task_of"]
+__all__ = ["NAMES", "resolved_scheme", "task_named", "task_of"]
 
 # name -> the module holding its entry (the module's ``TASK``)
 _ENTRIES = {
@@ -60,8 +60,6 @@ _ENTRIES = {
     "regression": "streamcal.stream.tasks.regression",
 }
 NAMES = tuple(_ENTRIES)
-# The task of a checkpoint written before tasks had names (before version 5).
-LEGACY_TASK = "binary"
 
 
 def task_named(name):
