@@ -142,7 +142,7 @@ def test_a_fingerprint_without_the_task_or_the_horizon_is_refused_with_one_line(
     # development versions before version 5 (tasks) and 7 wrote these: no default stands in
     config = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none")
     for key, shown in (("task", "task=None but .* task='binary'"),
-                       ("late_labels", "late_labels=None but .* 'dead-letter'")):  # fmt: skip
+                       ("late_labels", "late_labels=None but .*='dead-letter'")):  # fmt: skip
         fingerprint = fingerprint_of(config)
         del fingerprint[key]
         with pytest.raises(CheckpointError, match=f"written with {shown}") as exc:
