@@ -78,7 +78,7 @@ FALLBACKS = ("pooled", "off")
 # The protector's level, as the processor's --alarm-alpha shows it
 DEFAULT_ALARM_ALPHA = inspect.signature(Protector).parameters["alpha"].default
 
-# The settings that came with Mondrian calibration (absent from older checkpoints).
+# The settings of Mondrian calibration: ``by``, and those that need it.
 MONDRIAN_SETTINGS = ("by", "min_category", "fallback", "max_categories")
 
 
