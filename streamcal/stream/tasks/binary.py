@@ -22,7 +22,6 @@ from streamcal.stream.tasks.task import (
     NUMBERS4,
     VERSION,
     Task,
-    fresh_alarm,
     pack_category,
     pack_time,
     unpack_category,
@@ -86,17 +85,12 @@ class BinaryTask(Task):
         settings = self.config.classifier_settings().as_dict()
         return self.classifier_class()(self.new_model(), **settings)
 
-    def classifier_from_state(self, state: dict, clf, labels: int = 0):
-        """The classifier of a checkpoint; ``clf`` is a new one with today's settings,
-        ``labels`` the unit's label count in the checkpoint."""
+    def classifier_from_state(self, state: dict, clf):
+        """The classifier of a checkpoint; ``clf`` is a new one with today's settings."""
         if self.protect is not None:
             # The protect in effect (the fingerprint matched its flags): "lookup" off
-            # also for a state written with it on. A state from before protection has
-            # no protectors: they start fresh, and so does an alarm it lacks.
-            protection = state.get("protection")
-            if protection is None or protection.get("alarm") is None:
-                protection = fresh_alarm(clf.to_state()["protection"], protection, labels)
-            state = {**state, "protect": clf.protect, "protection": protection}
+            # also for a state written with it on.
+            state = {**state, "protect": clf.protect}
         return self.classifier_class().from_state(state)
 
     # ------------------------------------------------------------------ per record

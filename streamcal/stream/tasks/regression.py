@@ -259,7 +259,7 @@ class RegressionTask(Task):
                                by=s.by, min_category=s.min_category, fallback=s.fallback,
                                max_categories=s.max_categories)  # fmt: skip
 
-    def classifier_from_state(self, state: dict, clf, labels: int = 0):
+    def classifier_from_state(self, state: dict, clf):
         return self.classifier_class().from_state(state)
 
     # ------------------------------------------------------------------ per record
