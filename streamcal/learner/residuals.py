@@ -71,11 +71,7 @@ class ResidualStores:
     """The residual stores by (key, bin of yhat), the bin edges, the window, the keys kept
     (``max_categories``, None: all) and the pooled store (``pooled``)."""
 
-    # a pickle from before the keys were bounded: every key kept, no pooled store
-    max_categories: int | None = None
-    pooled = False
-    min_category = 0
-    evictions = 0
+    evictions = 0  # keys dropped to stay within max_categories
 
     def __init__(self, bins: int, window: int | None, backend: str | None, seed: int,
                  max_categories: int | None = None, pooled: bool = False,
@@ -125,8 +121,7 @@ class ResidualStores:
         if key in self.sizes:
             self.sizes.move_to_end(key)
         else:
-            # (a loop: a pickle from before the bound may hold more keys)
-            while self.max_categories is not None and len(self.sizes) >= self.max_categories:
+            if self.max_categories is not None and len(self.sizes) >= self.max_categories:
                 gone = self._evict()
             self.sizes[key] = 0
         self.sizes[key] += self._hold(key, y_hat, residual)
