@@ -192,7 +192,7 @@ class CalibrationUnit:
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send, store=store, key=key,
                    state=state["pending"])  # fmt: skip
-        self.clf = self.task.classifier_from_state(state["classifier"], self.clf)
+        self.clf = self.task.classifier_from_state(state["classifier"])
         self.clf.warn_unlearned = False
         self.clf.watch_delays = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])

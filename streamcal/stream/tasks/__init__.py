@@ -33,8 +33,8 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
   protection fields); ``fingerprint(values)`` (d): the shared settings a checkpoint is
   bound to, and ``own_fingerprint(config)`` (d, none): the task's own (a restart with
   another value of any is refused);
-* ``classifier_class()``, ``new_classifier()`` and ``classifier_from_state(state,
-  clf)``: the learner, new and from a checkpoint;
+* ``classifier_class()`` and ``new_classifier()``: the learner, new (from a checkpoint:
+  ``classifier_from_state(state)`` (d));
 * per record: ``predict(clf, ev)`` (the prediction message and what waits), ``pack`` /
   ``unpack`` (what waits as bytes, exactly restored), ``refuse(clf, pred, y, eid)`` (a
   reason to dead-letter a label before anything learns), ``learn`` (d) and ``track``.

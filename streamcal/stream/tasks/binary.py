@@ -85,14 +85,6 @@ class BinaryTask(Task):
         settings = self.config.classifier_settings().as_dict()
         return self.classifier_class()(self.new_model(), **settings)
 
-    def classifier_from_state(self, state: dict, clf):
-        """The classifier of a checkpoint; ``clf`` is a new one with today's settings."""
-        if self.protect is not None:
-            # The protect in effect (the fingerprint matched its flags): "lookup" off
-            # also for a state written with it on.
-            state = {**state, "protect": clf.protect}
-        return self.classifier_class().from_state(state)
-
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingPrediction]:
         """The prediction message and what waits for the label (raises if the model cannot

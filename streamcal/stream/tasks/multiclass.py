@@ -102,10 +102,6 @@ class MulticlassTask(Task):
             alarm_alpha=self.alarm_alpha,
         )  # fmt: skip
 
-    def classifier_from_state(self, state: dict, clf):
-        """The classifier of a checkpoint (``clf``: a new one with today's settings)."""
-        return self.classifier_class().from_state(state)
-
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingMulticlass]:
         pred = self.interval(clf, ev)

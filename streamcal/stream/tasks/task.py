@@ -160,6 +160,10 @@ class Task:
     def new_classifier(self):
         raise NotImplementedError
 
+    def classifier_from_state(self, state: dict):
+        """The classifier of a checkpoint (its settings matched the fingerprint's)."""
+        return self.classifier_class().from_state(state)
+
     def new_model(self):
         """A new scoring model (``--model``)."""
         return make_model(self.config.model)
