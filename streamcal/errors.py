@@ -29,6 +29,7 @@ __all__ = [
     "StateError",
     "StreamcalError",
     "SupersededError",
+    "pre_release",
 ]
 
 
@@ -94,3 +95,14 @@ class SupersededError(StreamcalError):
 
 BRANCHES = (ConfigurationError, DependencyError, InputError, InputLostError, StateError,
             BrokerError, SupersededError)  # fmt: skip
+
+
+def pre_release(what: str) -> str:
+    """The one line refusing ``what``: a form of state that only development versions
+    wrote before the first release, which no user holds, so it is refused, not migrated.
+
+    >>> pre_release("a rank store state of format 1")  # doctest: +ELLIPSIS
+    'a rank store state of format 1, written by a development version of streamcal ...'
+    """
+    return (f"{what}, written by a development version of streamcal before the first "
+            "release, which this one does not read")

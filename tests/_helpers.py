@@ -184,10 +184,27 @@ def make_self_signed_cert(directory) -> tuple[str, str]:
 
 
 def full_state(unit) -> dict:
-    """A unit's whole state as plain data, for round trips in memory: its snapshot with its
-    waiting entries and finished ids as ``legacy`` (what ``from_state`` imports into the
-    new unit's store; the counters then start from an empty store's)."""
-    return {**unit.to_state(), "pending": None, "legacy": unit.export_waiting()}
+    """A unit's whole state as plain data, for round trips in memory: its snapshot with
+    every entry of its store (committed or not) as ``entries``, which ``resume`` puts into
+    the new unit's store (``from_state`` reads no such key)."""
+    return {**unit.to_state(), "entries": unit.store.items(b"", b"\xff")}
+
+
+def resume(state: dict, **deps):
+    """The unit of a ``full_state``: ``CalibrationUnit.from_state`` with its entries
+    committed to a new store first, as a checkpoint leaves them."""
+    from streamcal.stream.state.kv import KVStore
+    from streamcal.stream.unit import CalibrationUnit
+
+    store = KVStore()
+    for k, v in state["entries"]:
+        store.put(k, v)
+    store.commit()
+    try:
+        return CalibrationUnit.from_state(state, store=store, **deps)
+    except BaseException:
+        store.close()
+        raise
 
 
 def stored(state_dir, unit=None) -> tuple:

@@ -322,10 +322,6 @@ class VennAbersMultiClassifier(AlarmView, VennAbersWrapper):
         else ``[]``."""
         return list(self._state.categories) if self.by is not None else []
 
-    # Classifiers pickled before the alarm existed: off
-    alarm_alpha: float | None = None
-    _alarm: Alarm | None = None
-
     def learn_one(self, x: dict, y, **kwargs) -> None:
         """Learn class ``y`` of ``x`` (with ``by``, ``category=`` as for the prediction).
         A feature that is not finite is refused (``ValueError``); an object whose learning

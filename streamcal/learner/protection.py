@@ -50,7 +50,8 @@ from types import MappingProxyType
 
 from streamcal.core import SCALAR_MERGES, Protector
 from streamcal.core.protector import check_probability
-from streamcal.learner.alarm import ALARM_KEYS, Alarm, snapshot_period
+from streamcal.errors import pre_release
+from streamcal.learner.alarm import ALARM_KEYS, Alarm
 from streamcal.learner.event_key import EventKey, FeatureOrder, event_key
 from streamcal.learner.settings import check_protect
 
@@ -62,14 +63,6 @@ MAX_GIVEN = 10_000  # predictions whose base p is remembered, for late labels
 def _plain(v):
     """A key read back from plain data: JSON-like formats turn tuples into lists."""
     return tuple(_plain(e) for e in v) if isinstance(v, list) else v
-
-
-def _alarm_for(params: dict, state, max_categories) -> Alarm:
-    """An alarm for a classifier whose mode state is ``state`` (its mode read from it)."""
-    mode = getattr(state, "mode", None) or ("pretrained" if hasattr(state, "calibration")
-                                            else "sva")  # fmt: skip
-    alpha = {k: params[k] for k in ALARM_KEYS if k in params}
-    return Alarm(alpha, mode, snapshot_period(getattr(state, "window", None)), max_categories)
 
 
 class Protection:
@@ -88,12 +81,6 @@ class Protection:
     >>> prot.give(None, {"b": 2.0}, 0.3) == prot.predict(None, 0.3), prot.recall(None, {"b": 2.0})
     (True, 0.3)
     """
-
-    # Protections pickled before these existed (class attributes as their defaults)
-    lookup = True
-    recalibrate = True
-    alarm: Alarm | None = None
-    gain = 0.0
 
     def __init__(self, params: dict, max_categories: int | None = None,
                  mode: str = "pretrained", period: int | None = None):  # fmt: skip
@@ -141,8 +128,6 @@ class Protection:
         first call returned) the alarm learns the label. A label the model refuses
         between the two leaves the alarm as it was."""
         alarm = self.alarm
-        if alarm is None:  # unpickled from before the conformal alarm: it starts now
-            alarm = self.alarm = _alarm_for(self.params, state, self.max_categories)
         if alarm.mode == "pretrained":
             if not before:
                 alarm.learn(category, state, x, y)
@@ -153,11 +138,10 @@ class Protection:
         return None
 
     def __setstate__(self, state):
-        # pickled when the given p's were keyed by (category, names, values) tuples
+        given = state["_given"]
+        if "alarm" not in state or (given and type(next(iter(given))) is tuple):
+            raise ValueError(pre_release("a protection pickled before its alarm or EventKey"))
         self.__dict__.update(state)
-        given = state.get("_given")
-        if given and type(next(iter(given))) is tuple:
-            self._given = {EventKey(*key): p for key, p in given.items()}
 
     def _key(self, category, x: dict) -> EventKey | None:
         """The look-up key of object ``x`` of ``category``: None if a value is unhashable."""
@@ -252,10 +236,6 @@ class Protected:
     protected p of a prediction, and a label's way to the protectors and alarms. A mixin:
     it reads the classifier's ``_protection`` (None without ``protect``), ``_state``,
     ``by`` and ``merge``."""
-
-    # Classifiers pickled before protection existed (checkpoints) lack these: unprotected.
-    protect: bool | dict = False
-    _protection: Protection | None = None
 
     @property
     def alarm(self) -> bool:

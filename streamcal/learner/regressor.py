@@ -38,6 +38,7 @@ from river import base
 
 from streamcal.core.cps import cdf_value
 from streamcal.core.validate import check_features
+from streamcal.errors import pre_release
 from streamcal.learner.alarm_view import AlarmView
 from streamcal.learner.churn import CategoryChurn
 from streamcal.learner.mondrian import FROM_X, category_of, hashable_category
@@ -380,11 +381,6 @@ class ConformalPredictiveRegressor(AlarmView, base.Regressor):
         return state
 
     def __setstate__(self, state: dict) -> None:
-        if "_churn" not in state:  # from before the keys were bounded: no pooled answer,
-            # the keys bounded from now on (the least recently labelled go as new ones come)
-            state = {**state, "min_category": None, "fallback": "off",
-                     "max_categories": DEFAULT_MAX_CATEGORIES,
-                     "_churn": CategoryChurn(1, items="residuals")}  # fmt: skip
-            if state["by"] is not None:
-                state["_residuals"].max_categories = DEFAULT_MAX_CATEGORIES
+        if "_churn" not in state:  # keys not bounded: only before the first release
+            raise ValueError(pre_release("a regressor pickled without bounded keys"))
         self.__dict__.update(state)

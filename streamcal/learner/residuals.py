@@ -55,6 +55,7 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from streamcal.core.rank_store import RankStore
+from streamcal.errors import pre_release
 
 __all__ = ["FIRST_FIT", "LAST_FIT", "POOLED", "ResidualStores"]
 
@@ -70,11 +71,7 @@ class ResidualStores:
     """The residual stores by (key, bin of yhat), the bin edges, the window, the keys kept
     (``max_categories``, None: all) and the pooled store (``pooled``)."""
 
-    # a pickle from before the keys were bounded: every key kept, no pooled store
-    max_categories: int | None = None
-    pooled = False
-    min_category = 0
-    evictions = 0
+    evictions = 0  # keys dropped to stay within max_categories
 
     def __init__(self, bins: int, window: int | None, backend: str | None, seed: int,
                  max_categories: int | None = None, pooled: bool = False,
@@ -124,8 +121,7 @@ class ResidualStores:
         if key in self.sizes:
             self.sizes.move_to_end(key)
         else:
-            # (a loop: a pickle from before the bound may hold more keys)
-            while self.max_categories is not None and len(self.sizes) >= self.max_categories:
+            if self.max_categories is not None and len(self.sizes) >= self.max_categories:
                 gone = self._evict()
             self.sizes[key] = 0
         self.sizes[key] += self._hold(key, y_hat, residual)
@@ -195,15 +191,6 @@ class ResidualStores:
         return sum(self.categories.values())
 
     def __setstate__(self, state: dict) -> None:
-        held = state.get("_held")
-        if isinstance(held, deque):  # pickled before the window was per key: one deque
-            by_key: dict = {}
-            for key, y_hat, residual in held:
-                by_key.setdefault(key, deque()).append((y_hat, residual))
-            state = {**state, "_held": by_key}
-        if "sizes" not in state:  # from before the keys were bounded: in their order
-            sizes: OrderedDict = OrderedDict()
-            for (key, _), store in state["_stores"].items():
-                sizes[key] = sizes.get(key, 0) + len(store)
-            state = {**state, "sizes": sizes}
+        if "sizes" not in state:  # one window, keys not bounded: only before the first release
+            raise ValueError(pre_release("residual stores pickled without bounded keys"))
         self.__dict__.update(state)

@@ -15,6 +15,7 @@ import numpy as np
 from river import compose
 
 from streamcal.core.validate import NonFiniteScore, check_score, suspect
+from streamcal.errors import pre_release
 
 __all__ = [
     "NonFiniteScore",
@@ -59,10 +60,10 @@ class FeatureOrder:
         self._last = ((), (), True)  # (key order seen last, its sorted keys, already sorted)
 
     def __setstate__(self, state):
-        # pickled by a streamcal that kept the sorted keys as a list: names_values gives
-        # them as a tuple
-        order, keys, in_order = state[1]["_last"]
-        self._last = (order, tuple(keys), in_order)
+        last = state[1]["_last"]
+        if type(last[1]) is not tuple:  # names_values gives them as they are
+            raise ValueError(pre_release("a feature order pickled with its keys in a list"))
+        self._last = last
 
     def _keys(self, x: dict) -> tuple[tuple, bool]:
         order = tuple(x)

@@ -2,9 +2,9 @@
 
 ``VennAbersClassifier`` takes them as keyword arguments (river's ``clone`` and
 ``check_estimator`` need each one as an attribute), the processor takes them as flags
-(``streamcal run --window ...``), a checkpoint is bound to them, and an old checkpoint is
-upgraded by filling in their defaults. All four read the defaults and check the values
-here, so a setting cannot mean two things or be refused with two messages.
+(``streamcal run --window ...``) and a checkpoint is bound to them. All three read the
+defaults and check the values here, so a setting cannot mean two things or be refused
+with two messages.
 
 ``protect`` (protected calibration) is one setting whose value carries its parameters:
 False, True (the ``Protector`` defaults) or a dict of ``Protector`` parameters, plus
@@ -78,7 +78,7 @@ FALLBACKS = ("pooled", "off")
 # The protector's level, as the processor's --alarm-alpha shows it
 DEFAULT_ALARM_ALPHA = inspect.signature(Protector).parameters["alpha"].default
 
-# The settings that came with Mondrian calibration (absent from older checkpoints).
+# The settings of Mondrian calibration: ``by``, and those that need it.
 MONDRIAN_SETTINGS = ("by", "min_category", "fallback", "max_categories")
 
 

@@ -60,11 +60,6 @@ class TurnsMulticlass:
     which answers from then on. A mixin of ``VennAbersClassifier``: it reads the
     settings, ``_state`` and ``_horizon`` the classifier keeps."""
 
-    # The multiclass classifier answering once the stream showed it is multiclass (see
-    # the classifier's module docstring); None: binary, as every classifier pickled
-    # before it existed.
-    _multi = None
-
     def _learned_nothing(self) -> bool:
         st = self._state
         return getattr(st, "n_seen", getattr(st, "version", 0)) == 0

@@ -53,8 +53,6 @@ class VennAbers:
     4
     """
 
-    _pickled = None  # objects pickled before it existed
-
     def __init__(self, model, window: int, guard: ModelGuard | None = None):
         self.model = model
         self.guard = ModelGuard(model) if guard is None else guard  # with by: the owner's

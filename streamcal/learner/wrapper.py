@@ -121,10 +121,7 @@ class VennAbersWrapper(base.Wrapper, base.MiniBatchClassifier):
         return self._answering()._state.calibration_size
 
     # ------------------------------------------------------------------ label horizon
-    # streamcal.learner.horizon; classifiers pickled before it have none
-    _horizon: Horizon | None = None
-    label_horizon: int | None = None
-    label_default = None
+    # streamcal.learner.horizon
     _delay_watch: DelayWatch | None = None
     # Without a horizon: whether label delays are watched, to warn once if they look
     # outcome-dependent (OutcomeDependentDelayWarning). A caller that watches them itself

@@ -152,9 +152,6 @@ class CategoryBreakdown:
     [('a', 2, 0.4, 0.5), ('(other)', 1, 0.1, 1.0)]
     """
 
-    protected = False  # the default of breakdowns pickled before protection
-    alarmed = None  # breakdowns pickled before the alarm had its own flag: ``protected``
-
     def __init__(
         self, top_k: int = 10, bins: int = 10, max_categories: int = DEFAULT_MAX_CATEGORIES
     ):
@@ -211,12 +208,8 @@ class CategoryBreakdown:
             out.append(other.row(OTHER, prot))
         return out
 
-    def _alarmed(self) -> bool:
-        # Before the alarm had its own flag, ``protected`` meant both.
-        return self.protected if self.alarmed is None else self.alarmed
-
     def _features(self) -> tuple:
-        return (PROTECTION,) * self.protected + (ALARM,) * self._alarmed()
+        return (PROTECTION,) * self.protected + (ALARM,) * self.alarmed
 
     def to_state(self) -> dict:
         """Plain data; ``from_state`` rebuilds it."""
@@ -227,7 +220,7 @@ class CategoryBreakdown:
             "sums": [[c, s.to_state()] for c, s in self.sums.items()],
             "untracked": self.untracked.to_state(),
             "protected": self.protected,
-            "alarmed": self._alarmed(),
+            "alarmed": self.alarmed,
         }
 
     @classmethod

@@ -91,7 +91,7 @@ _COUNTS = ("events", "labels", "predictions", "expired", "evicted", "labels_lost
            "dead_letters", "rejected_state_records", "labels_late",
            "labels_defaulted", "label_delay_warnings")  # fmt: skip
 
-# The names of the finished kinds in plain data (the ``recent`` of a state before version 6).
+# The names of the finished kinds in plain data (``export_waiting``'s ``recent``).
 _STATUS = {JOINED: "joined", EXPIRED: "expired", EVICTED: "evicted", DEFAULTED: "defaulted"}
 
 
@@ -188,13 +188,11 @@ class CalibrationUnit:
                    key: bytes | None = None) -> CalibrationUnit:  # fmt: skip
         """The unit ``to_state`` described, its waiting entries in ``store``;
         ``CheckpointError`` if it was made with other settings (``FINGERPRINT``) than
-        ``config``'s (a state of another task included). A state from before version 6
-        carries its waiting entries (``legacy``): they are put into the store."""
+        ``config``'s (a state of another task included)."""
         check_fingerprint(state, config)
         self = cls(config, state["unit"], send=send, store=store, key=key,
                    state=state["pending"])  # fmt: skip
-        self.clf = self.task.classifier_from_state(state["classifier"], self.clf,
-                                                   state["counts"]["labels"])  # fmt: skip
+        self.clf = self.task.classifier_from_state(state["classifier"])
         self.clf.warn_unlearned = False
         self.clf.watch_delays = False
         self.tracker = self.task.tracker_class().from_state(state["tracker"])
@@ -204,32 +202,16 @@ class CalibrationUnit:
         self.last_read = fingerprints.marks(state.get("read", ()))
         self.clock = state["clock"]
         self.version = state["streamcal_version"]
-        self.checkpoints = state.get("checkpoints", 0)
+        self.checkpoints = state["checkpoints"]
         if self._delays is not None and self.counts["label_delay_warnings"]:
             self._delays.left = 0  # it spoke before the restart: said once per unit
-        if state.get("legacy") is not None:
-            self._import(state["legacy"])
         return self
 
-    def _import(self, legacy: dict) -> None:
-        """Put the waiting rooms and finished ids of a state before version 6 into the
-        store, in their order (pending: ``(id, deadline, prediction tuple)``; waiting:
-        ``(id, deadline, (y, record tuple))``; recent: ``(id, status)``)."""
-        kinds = {name: kind for kind, name in _STATUS.items()}
-        for eid, status in legacy["recent"]:
-            self.pending.finish(eid, kinds.get(status, EXPIRED))
-        pending_type = self.task.pending_type
-        for eid, deadline, values in legacy["pending"]:
-            pred = pending_type(*values)  # with its event's time since it was kept
-            payload = self.task.pack(pred, pred.time)
-            self.pending.wait_event(eid, payload, self.clock, deadline=deadline)
-        for eid, deadline, (y, rec) in legacy["waiting"]:
-            self.pending.wait_label(eid, _pack_label(y, _Rec(*rec)), self.clock, deadline=deadline)
-
     def export_waiting(self) -> dict:
-        """Every waiting entry and finished id as plain data, in the ``legacy`` form that
-        ``from_state`` imports (reads them all: for exports and tests; the form has no
-        place for the labels attached to events with a horizon, which it leaves out)."""
+        """Every waiting entry and finished id as plain data (reads them all: for exports
+        and tests; it has no place for the labels attached to events with a horizon,
+        which it leaves out): pending ``(id, deadline, prediction tuple)``, waiting ``(id,
+        deadline, (y, record tuple))``, recent ``(id, status)``."""
         task, pending = self.task, self.pending
         labels = []
         for eid, deadline, payload in pending.waiting(LABEL):

@@ -271,30 +271,3 @@ def test_bad_given_p_is_refused_and_state_kept(kw):
     with pytest.raises(ValueError, match="p must be"):
         clf.learn_one({"a": 1.0}, True, **kw)
     assert pickle.dumps(clf) == before
-
-
-def test_a_classifier_pickled_before_protection_unpickles_unprotected():
-    clf = make()
-    for x, y in phishing(30):
-        clf.learn_one(x, y)
-    del clf.__dict__["protect"], clf.__dict__["_protection"]  # as in an old checkpoint
-    old = pickle.loads(pickle.dumps(clf))
-    x = phishing(31)[-1][0]
-    assert old.predict_interval_one(x).p_protected is None
-    assert (old.protect, old.alarm, old.protectors) == (False, False, {})
-    old.learn_one(x, True)
-
-
-def test_a_protected_classifier_pickled_before_the_conformal_alarm_gets_one():
-    clf = make(protect=True)
-    for x, y in phishing(50):
-        clf.learn_one(x, y)
-    old = pickle.loads(pickle.dumps(clf))
-    prot = old._protection
-    for name in ("alarm", "gain", "recalibrate"):  # as a Protection of the first release
-        del prot.__dict__[name]
-    prot.params = {**prot.params, "alpha": 0.05}
-    for x, y in phishing(400)[50:]:
-        old.learn_one(x, y)
-    assert old._protection.alarm.n == 350 and old._protection.alarm.params == {"alpha": 0.05}
-    assert old.protectors[None].n == 400

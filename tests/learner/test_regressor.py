@@ -4,7 +4,6 @@ conformal formulas, replay, pickling, bad input, Mondrian keys, window and alarm
 import math
 import pickle
 import random
-from collections import deque
 
 import numpy as np
 import pandas as pd
@@ -12,7 +11,6 @@ import pytest
 from river import checks, linear_model, preprocessing
 
 from streamcal import ConformalPredictiveRegressor, PredictiveDistribution
-from streamcal.learner.residuals import ResidualStores
 from tests._helpers import load_benchmark
 
 S = load_benchmark("_regression_streams")
@@ -113,22 +111,6 @@ def test_the_window_is_per_key():
     assert model._residuals.categories == {(False, 0): 40, (True, 0): 40}
     store = model._residuals.store(True, 0.0)
     assert [store.select(k) for k in range(40)] == sorted(rare[-40:])
-
-
-def test_a_pickle_from_before_the_per_key_window_loads():
-    stores = ResidualStores(bins=1, window=3, backend="python", seed=0)
-    for i in range(5):
-        stores.add("a" if i % 2 else "b", 0.0, float(i))
-    state = dict(stores.__dict__)
-    # what the one deque of (key, yhat, residual) held, oldest first
-    state["_held"] = deque((k, h, r) for k, q in stores._held.items() for h, r in q)
-    old = ResidualStores.__new__(ResidualStores)
-    old.__setstate__(state)
-    assert {k: list(q) for k, q in old._held.items()} == {
-        k: list(q) for k, q in stores._held.items()}  # fmt: skip
-    old.add("b", 0.0, 9.0)  # b held 0, 2, 4: 0 leaves
-    assert old.categories == {("a", 0): 2, ("b", 0): 3}
-    assert old.store("b", 0.0).select(0) == 2.0
 
 
 def test_a_stale_distribution_refuses_to_answer():

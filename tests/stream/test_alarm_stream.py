@@ -30,7 +30,7 @@ from streamcal.stream.metrics import MetricEmitter
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import full_state
+from tests._helpers import full_state, resume
 
 N, CHANGE = 1200, 600  # events; the labels flip from event CHANGE on (the prior kept)
 LEVEL = math.log(100)  # ln(1 / alpha) at the default alpha 0.01
@@ -169,7 +169,7 @@ def test_checkpoint_keeps_the_alarm_and_binds_its_flags():
         _run(first, events[:500], label)
         state = full_state(first)
         assert state["fingerprint"]["alarm"] is True
-        again = CalibrationUnit.from_state(copy.deepcopy(state), config=config)
+        again = resume(copy.deepcopy(state), config=config)
         got = _run(again, events[500:], label)
         assert [ln["log_martingale"] for ln in got] == [ln["log_martingale"] for ln in want[5:]]
         assert got[-1]["alarm_at"] == want[-1]["alarm_at"] and got[-1]["alarm"] == 1

@@ -16,7 +16,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.state.checkpoint import CheckpointError, seal, unseal
 from streamcal.stream.unit import CalibrationUnit, TopicRank
 from tests._fakes import Record
-from tests._helpers import full_state
+from tests._helpers import full_state, resume
 
 KEY = b"k" * 32
 
@@ -160,7 +160,7 @@ def test_unit_with_by_roundtrips_through_a_checkpoint(by):
     recs = records(300)
     unit, sent = CalibrationUnit(cfg), []
     feed(unit, recs[:301], 0, sent)
-    again = CalibrationUnit.from_state(sealed(full_state(unit)), config=cfg)
+    again = resume(sealed(full_state(unit)), config=cfg)
     assert list(again.clf._state.categories) == list(unit.clf._state.categories)
     rest_a, rest_b = [], []
     feed(unit, recs[301:], 301, rest_a)

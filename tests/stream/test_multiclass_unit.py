@@ -22,7 +22,7 @@ from streamcal.stream.pending import EVENT
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import assert_bad_label_dead_lettered, full_state
+from tests._helpers import assert_bad_label_dead_lettered, full_state, resume
 
 CENTRES = {"a": (0.0, 0.0), "b": (2.0, 0.0), 7: (0.0, 2.0), "late": (2.0, 2.0)}
 
@@ -201,7 +201,7 @@ def test_checkpoint_round_trip_resumes_identically():
     first, _ = _unit(_config())
     _feed(first, items[:cut])
     state = pickle.loads(pickle.dumps(full_state(first)))
-    second = CalibrationUnit.from_state(state, config=_config())
+    second = resume(state, config=_config())
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     _feed(second, items[cut:], start=cut)  # record times go on: the label delays too

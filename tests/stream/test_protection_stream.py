@@ -25,7 +25,7 @@ from streamcal.stream.pending import ABSENT
 from streamcal.stream.state.errors import CheckpointError
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import full_state
+from tests._helpers import full_state, resume
 
 SHIFT = 1100  # events from here on have their labels flipped: p is then far from calibrated
 
@@ -193,7 +193,7 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
     unit, _ = _unit()
     _feed(unit, items[:1500])
     state = full_state(unit)
-    again = CalibrationUnit.from_state(state, config=unit.config)
+    again = resume(state, config=unit.config)
     assert again.clf.protectors == unit.clf.protectors
     assert again.export_waiting()["pending"] == unit.export_waiting()["pending"]
     sent_a, sent_b = [], []
@@ -206,31 +206,6 @@ def test_checkpoint_keeps_protectors_and_pending_p_protected_and_binds_the_setti
                   dict(alarm_alpha=0.001)):  # fmt: skip
         with pytest.raises(CheckpointError, match="checkpoint was written with"):
             CalibrationUnit.from_state(state, config=_config(**other))
-
-
-def test_a_checkpoint_written_with_the_lookup_resumes_without_it_identically():
-    """Units before the look-up could be turned off kept a table of given p's in their
-    checkpoint (state version 4): it resumes without the table, with the same outputs."""
-    from streamcal.learner import VennAbersClassifier
-
-    events, labels = _stream(1400, seed=11)
-    items = _schedule(events, labels, 100, random.Random(12))
-    old, _ = _unit()
-    old.clf = VennAbersClassifier.from_state({**old.clf.to_state(), "protect": {"alpha": 0.01}})
-    _feed(old, items[:1500])
-    state = full_state(old)
-    assert state["classifier"]["protect"] == {"alpha": 0.01}
-    assert len(state["classifier"]["protection"]["given"]) == old.pending.events > 0
-    again = CalibrationUnit.from_state(state, config=old.config)
-    assert again.clf.protect == {"alpha": 0.01, "lookup": False}
-    assert again.to_state()["classifier"]["protection"]["given"] == []
-    sent_old, sent_again = [], []
-    old.send = lambda t, k, v: sent_old.append(v)
-    again.send = lambda t, k, v: sent_again.append(v)
-    _feed(old, items[1500:])
-    _feed(again, items[1500:])
-    assert sent_old == sent_again and len(sent_old) > 600
-    assert again.clf.protectors == old.clf.protectors and again.snapshot() == old.snapshot()
 
 
 def test_per_category_reports_are_those_of_each_label_s_protector():

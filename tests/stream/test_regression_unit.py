@@ -26,7 +26,7 @@ from streamcal.stream.state.checkpoint import CheckpointError, CheckpointStore
 from streamcal.stream.tasks.regression import StreamRegressor, _scaled_linear_regression
 from streamcal.stream.unit import CalibrationUnit
 from tests._fakes import Record
-from tests._helpers import assert_bad_label_dead_lettered, full_state
+from tests._helpers import assert_bad_label_dead_lettered, full_state, resume
 
 
 def _config(**settings) -> ProcessorConfig:
@@ -154,7 +154,7 @@ def test_a_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp_
     _feed(first, items[:cut])
     store = CheckpointStore(tmp_path, key=b"0123456789abcdef")
     store.save(full_state(first))
-    second = CalibrationUnit.from_state(store.load(), config=_config())
+    second = resume(store.load(), config=_config())
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     _feed(second, items[cut:], start=cut)  # record times go on: the label delays too
@@ -183,7 +183,7 @@ def test_a_restart_with_changed_settings_is_refused_naming_the_setting(changed, 
     with pytest.raises(CheckpointError, match=f"written with {written} but .* {configured}"):
         CalibrationUnit.from_state(state, config=_config(**changed))
     # the same settings written otherwise are the same settings
-    again = CalibrationUnit.from_state(state, config=_config(quantiles=" 0.1, 0.5 ,0.9"))
+    again = resume(state, config=_config(quantiles=" 0.1, 0.5 ,0.9"))
     assert again.clf.calibration_size == unit.clf.calibration_size == 50
 
 
@@ -331,7 +331,7 @@ def test_by_restart_from_a_checkpoint_file_predicts_as_the_uninterrupted_run(tmp
     assert first.clf.evictions > 0
     store = CheckpointStore(tmp_path, key=b"0123456789abcdef")
     store.save(full_state(first))
-    second = CalibrationUnit.from_state(store.load(), config=_config(**_BY))
+    second = resume(store.load(), config=_config(**_BY))
     sent = []
     second.send = lambda topic, key, value: sent.append((topic, orjson.loads(value)))
     _feed_by(second, items[cut:], start=cut)
@@ -356,7 +356,7 @@ def test_a_by_restart_with_other_mondrian_settings_is_refused(changed, written, 
     state = full_state(unit)
     with pytest.raises(CheckpointError, match=f"written with {written} but .* {configured}"):
         CalibrationUnit.from_state(state, config=_config(**{**by, **changed}))
-    again = CalibrationUnit.from_state(state, config=_config(**by))
+    again = resume(state, config=_config(**by))
     assert again.clf.categories == unit.clf.categories
 
 

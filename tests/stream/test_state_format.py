@@ -20,6 +20,7 @@ import pytest
 from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.processor import Processor
 from streamcal.stream.state.checkpoint import MAGIC, CheckpointError, seal, unseal
+from streamcal.stream.state.fingerprint import check_fingerprint, fingerprint_of
 from streamcal.stream.state.kv import KVStore
 from streamcal.stream.state.migrations import VERSION
 from streamcal.stream.state.units import SNAPSHOT
@@ -135,6 +136,18 @@ def test_the_framing_of_before_the_state_format_is_refused_with_one_line():
     msg = str(exc.value)
     assert "before the first release" in msg and "empty --state-dir" in msg
     assert "\n" not in msg
+
+
+def test_a_fingerprint_without_the_task_or_the_horizon_is_refused_with_one_line():
+    # development versions before version 5 (tasks) and 7 wrote these: no default stands in
+    config = ProcessorConfig.build(events_topic="ev", labels_topic="lab", metrics_file="none")
+    for key, shown in (("task", "task=None but .* task='binary'"),
+                       ("late_labels", "late_labels=None but .*='dead-letter'")):  # fmt: skip
+        fingerprint = fingerprint_of(config)
+        del fingerprint[key]
+        with pytest.raises(CheckpointError, match=f"written with {shown}") as exc:
+            check_fingerprint({"fingerprint": fingerprint}, config)
+        assert "\n" not in str(exc.value)
 
 
 def test_newer_format_version_is_refused_with_one_line():

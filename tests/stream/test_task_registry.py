@@ -19,7 +19,7 @@ from streamcal.stream.tasks.task import Task
 
 # What an entry must declare itself (the base class has no working version of them).
 _DECLARED = ("name", "pending_type", "shape", "label_decoder", "classifier_class",
-             "new_classifier", "classifier_from_state", "predict", "pack", "unpack",
+             "new_classifier", "predict", "pack", "unpack",
              "refuse", "track")  # fmt: skip
 
 

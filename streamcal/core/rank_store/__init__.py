@@ -53,11 +53,12 @@ import numpy as np
 
 from streamcal.core.rank_store import _priorities as P
 from streamcal.core.rank_store import _treap as T
+from streamcal.errors import pre_release
 
 __all__ = ["RANK_STATE_FORMAT", "RankStore"]
 
-# 2: the nodes' priorities and sums and a splitmix64 state; 1 (still read): the values,
-# their counts and a Mersenne Twister's state
+# 2: the nodes' priorities and sums and a splitmix64 state (1, a development version's
+# before the first release, held a Mersenne Twister's state: refused)
 RANK_STATE_FORMAT = 2
 _MIN_CAP = 16
 _compiled_kernels = None  # the compiled kernels module once loaded; False if numba does not work
@@ -296,18 +297,12 @@ class RankStore:
         """A store from ``to_state()``'s output; ``ValueError`` if it is not one.
 
         The same values, priorities (hence tree) and sums: it goes on bit for bit as the
-        one saved would. A state of format 1 (values, counts and a Mersenne Twister's
-        state) is rebuilt from its values with priorities drawn from that state
-        (``_priorities.from_mersenne`` says why that is enough)."""
+        one saved would."""
         fmt = state.get("format") if isinstance(state, dict) else None
         if fmt == 1:
-            store = cls.from_arrays(state["values"], state["counts"], backend=backend)
-            if "rng" in state:
-                store._meta[2] = P.from_mersenne(state["rng"])
-            return store
+            _refuse_pre_release("state")
         if fmt != RANK_STATE_FORMAT:
-            raise ValueError(f"rank store state must be a dict with format {RANK_STATE_FORMAT}"
-                             " (or 1)")  # fmt: skip
+            raise ValueError(f"rank store state must be a dict with format {RANK_STATE_FORMAT}")
         values, counts, prios, sums, wsums = _node_columns(state)
         store = cls._empty(*_kernels(backend), _MIN_CAP)
         store._build(values, counts, prios)
@@ -355,16 +350,20 @@ def _node_columns(state: dict) -> tuple:
     return values, counts.astype(np.int64), prios, sums, wsums
 
 
-def _restore(nodes, backend: str, rng_state=None) -> RankStore:
-    """A pickled store; one pickled before the splitmix64 generator holds meta without
-    its state and passes a Mersenne Twister's (``_priorities.from_mersenne``)."""
+def _refuse_pre_release(what: str):
+    raise ValueError(pre_release(f"a rank store {what} of format 1 (a Mersenne Twister's)"))
+
+
+def _restore(nodes, backend: str, *pre_release) -> RankStore:
+    """A pickled store. One pickled before the splitmix64 generator (meta without its
+    state, and a Mersenne Twister's passed after the backend) is refused."""
+    if pre_release:
+        _refuse_pre_release("pickle")
     try:
         name, kernels = _kernels(backend)
     except ImportError:
         name, kernels = _kernels("auto")
     I, F, meta = nodes
-    if len(meta) == 2 and rng_state is not None:
-        meta = np.append(np.asarray(meta, np.int64), P.from_mersenne(rng_state))
     size = len(F) // T.N_FLOAT
     if len(I) != size * T.N_INT or len(meta) != 3 or not 0 <= meta[1] < size:
         raise ValueError("rank store pickle is malformed")

@@ -22,8 +22,6 @@ True
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 
 GAMMA = 0x9E3779B97F4A7C15  # the increment: 2^64 / the golden ratio, odd
@@ -63,26 +61,3 @@ def draws(state: int, n: int) -> tuple[np.ndarray, int]:
     z = (z ^ (z >> np.uint64(27))) * np.uint64(C2)
     z = (z ^ (z >> np.uint64(31))) >> np.uint64(11)
     return z.astype(np.float64) * UNIT, signed(state + n * GAMMA)
-
-
-def from_mersenne(state) -> int:
-    """The state for a store saved with a ``random.Random`` state (a pickle, or a state of
-    format 1, written before the stores drew with splitmix64): 64 bits drawn from that
-    Mersenne Twister, so that the same saved store always goes on with the same
-    priorities. Not the ones the Mersenne Twister would have drawn: no one-word state can
-    reproduce its sequence. That is enough, because the tree is kept as saved, and new
-    nodes get priorities as random as any: the store is a valid treap, deterministic,
-    and answers as the definitions say; only the rounding of its later sums may differ
-    in the last bits from what the old code would have given.
-
-    >>> old = random.Random(5).getstate()
-    >>> from_mersenne(old) == from_mersenne(old) != from_mersenne(random.Random(6).getstate())
-    True
-    """
-    rng = random.Random()
-    rng.setstate(_tuples(state))
-    return signed(rng.getrandbits(64))
-
-
-def _tuples(v):
-    return tuple(_tuples(e) for e in v) if isinstance(v, (list, tuple)) else v

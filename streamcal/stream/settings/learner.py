@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from streamcal.learner.settings import DEFAULT_ALARM_ALPHA, ClassifierSettings
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
+from streamcal.learner.settings import ClassifierSettings
 
 __all__ = ["protect_setting", "settings_of"]
 
@@ -35,14 +35,10 @@ def protect_setting(protect: bool, alarm: bool, alarm_alpha: float) -> dict | bo
 def settings_of(values: Mapping) -> ClassifierSettings:
     """The classifier's settings for the processor's ``values`` as given (None: not
     given), e.g. a checkpoint's fingerprint: ``protect`` and ``alarm`` are the flags,
-    ``alarm_alpha`` the level; a ``protect`` of None (a state from before protection)
-    means off, an ``alarm`` of None (a state from before the alarm had its own flag)
-    means as ``protect``."""
+    ``alarm_alpha`` the level; a ``protect`` of None (a task without protection) means
+    off."""
     given = {k: values.get(k) for k in CLASSIFIER_SETTINGS}
-    alpha = values.get("alarm_alpha")
-    protect, alarm = given["protect"], values.get("alarm")
-    given["protect"] = None if protect is None else protect_setting(
-        protect, protect if alarm is None else alarm,
-        DEFAULT_ALARM_ALPHA if alpha is None else alpha,
-    )  # fmt: skip
+    if given["protect"] is not None:
+        given["protect"] = protect_setting(given["protect"], values.get("alarm"),
+                                           values.get("alarm_alpha"))  # fmt: skip
     return ClassifierSettings.given(**given)

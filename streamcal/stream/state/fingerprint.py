@@ -3,8 +3,7 @@
 A unit's state records the settings it was made with (``FINGERPRINT``, as given: None is
 not given); resuming it with other ones would mix two states, so ``check_fingerprint``
 refuses it with one line naming the setting, what the checkpoint holds and what the
-processor is configured with. States written before a setting existed hold it as None (or
-not at all) and resume with its value of that time.
+processor is configured with. A task without protection holds ``protect`` as None.
 
 >>> from streamcal.stream.config import ProcessorConfig
 >>> state = {"fingerprint": fingerprint_of(ProcessorConfig(window=50))}
@@ -21,7 +20,7 @@ from __future__ import annotations
 from streamcal.learner.settings import FIELDS as CLASSIFIER_SETTINGS
 from streamcal.stream.settings.learner import settings_of
 from streamcal.stream.state.errors import CheckpointError
-from streamcal.stream.tasks import LEGACY_TASK, resolved_scheme, task_of
+from streamcal.stream.tasks import resolved_scheme, task_of
 
 __all__ = ["FINGERPRINT", "check_fingerprint", "fingerprint_of"]
 
@@ -38,24 +37,19 @@ _INPUT_FINGERPRINT = (
 )
 # Protection and the alarm (``--protect``, ``--alarm``, ``--alarm-alpha``: the
 # classifier's ``protect``): their state is in the checkpoint, so it is bound to them too.
-# A state from before protection has them as None, one from before the alarm's own flag
-# (version 7) has ``alarm`` None: it resumes with either setting (what is on starts
-# fresh; p is unchanged).
+# None (``protect`` of a task without protection) is not compared.
 _PROTECTION_FINGERPRINT = ("protect", "alarm", "alarm_alpha")
 # The task (--task) and the multiclass scheme, recorded as given; the scheme is compared
-# once its default is filled in (``resolved_scheme``). A state without them (before
-# version 5) is binary.
+# once its default is filled in (``resolved_scheme``).
 _TASK_FINGERPRINT = ("task", "scheme")
-# The label horizon: what waits and when it is learned depend on it (a state without
-# them was written without a horizon).
-_HORIZON_FINGERPRINT = {"label_horizon": None, "label_default": None,
-                        "late_labels": "dead-letter"}  # fmt: skip
+# The label horizon: what waits and when it is learned depend on it.
+_HORIZON_FINGERPRINT = ("label_horizon", "label_default", "late_labels")
 FINGERPRINT = (
     _INPUT_FINGERPRINT
     + tuple(k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT)
     + _PROTECTION_FINGERPRINT
     + _TASK_FINGERPRINT
-    + tuple(_HORIZON_FINGERPRINT)
+    + _HORIZON_FINGERPRINT
 )
 
 def fingerprint_of(config) -> dict:
@@ -77,11 +71,10 @@ def check_fingerprint(state: dict, config) -> None:
     pairs += [
         (k, fingerprint[k], getattr(config, k))
         for k in _PROTECTION_FINGERPRINT
-        if fingerprint.get(k) is not None  # None: the state predates protection
+        if fingerprint.get(k) is not None  # None: the task has no protection
     ]
-    pairs += [(k, fingerprint.get(k, off), getattr(config, k))
-              for k, off in _HORIZON_FINGERPRINT.items()]  # fmt: skip
-    task = fingerprint.get("task") or LEGACY_TASK
+    pairs += [(k, fingerprint.get(k), getattr(config, k)) for k in _HORIZON_FINGERPRINT]
+    task = fingerprint.get("task")
     pairs += [
         ("task", task, config.task),
         ("scheme", resolved_scheme(task, fingerprint.get("scheme")), config.multiclass_scheme()),
@@ -95,7 +88,7 @@ def check_fingerprint(state: dict, config) -> None:
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint has invalid classifier settings: {exc}") from None
     names = [k for k in CLASSIFIER_SETTINGS if k not in _PROTECTION_FINGERPRINT]
-    if fingerprint.get("protect") is not None and fingerprint.get("alarm") is not None:
+    if fingerprint.get("protect") is not None:
         names.append("protect")  # the flags matched above: this compares what they imply
     pairs += [(k, getattr(saved, k), getattr(now, k)) for k in names]
     for k, written, configured in pairs:

@@ -49,6 +49,7 @@ streamcal.stream.state.errors.CheckpointError: checkpoint 'c' has state format v
 
 from __future__ import annotations
 
+from streamcal.errors import pre_release
 from streamcal.stream.state.errors import CheckpointError
 
 __all__ = ["FIRST", "VERSION", "refuse_before_first", "upgrade"]
@@ -79,8 +80,5 @@ def upgrade(doc, where: str):
 
 def refuse_before_first(where: str, what: str):
     """``CheckpointError``: ``where`` holds ``what``, written before the first release."""
-    raise CheckpointError(
-        f"{where} has {what}, written by a development version of streamcal before the "
-        "first release, which this one does not read; start over with an empty "
-        "--state-dir (and a new --state-topic, if it has one)"
-    )
+    raise CheckpointError(f"{where} has {pre_release(what)}; start over with an empty "
+                          "--state-dir (and a new --state-topic, if it has one)")

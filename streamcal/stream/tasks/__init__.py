@@ -19,7 +19,7 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
 (d); an entry declares:
 
 * ``name``: the ``--task`` value, and ``pending_type``: the ``NamedTuple`` of what waits
-  for a label (a state from before version 6 holds these tuples);
+  for a label;
 * ``label_decoder`` (``event_decoder`` (d) if events differ): bytes and ``Fields`` to a
   message, or ``BadInput`` (its reason goes to the dead letter);
 * ``shape``: its part of the monitoring layer (``streamcal.monitoring.shapes``: the
@@ -33,8 +33,8 @@ that the settings and ``--help`` stay cheap). The base class holds what every ta
   protection fields); ``fingerprint(values)`` (d): the shared settings a checkpoint is
   bound to, and ``own_fingerprint(config)`` (d, none): the task's own (a restart with
   another value of any is refused);
-* ``classifier_class()``, ``new_classifier()`` and ``classifier_from_state(state, clf,
-  labels)``: the learner, new and from a checkpoint;
+* ``classifier_class()`` and ``new_classifier()``: the learner, new (from a checkpoint:
+  ``classifier_from_state(state)`` (d));
 * per record: ``predict(clf, ev)`` (the prediction message and what waits), ``pack`` /
   ``unpack`` (what waits as bytes, exactly restored), ``refuse(clf, pred, y, eid)`` (a
   reason to dead-letter a label before anything learns), ``learn`` (d) and ``track``.
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__all__ = ["LEGACY_TASK", "NAMES", "resolved_scheme", "task_named", "task_of"]
+__all__ = ["NAMES", "resolved_scheme", "task_named", "task_of"]
 
 # name -> the module holding its entry (the module's ``TASK``)
 _ENTRIES = {
@@ -60,8 +60,6 @@ _ENTRIES = {
     "regression": "streamcal.stream.tasks.regression",
 }
 NAMES = tuple(_ENTRIES)
-# The task of a checkpoint written before tasks had names (before version 5).
-LEGACY_TASK = "binary"
 
 
 def task_named(name):

@@ -22,7 +22,6 @@ from streamcal.stream.tasks.task import (
     NUMBERS4,
     VERSION,
     Task,
-    fresh_alarm,
     pack_category,
     pack_time,
     unpack_category,
@@ -85,19 +84,6 @@ class BinaryTask(Task):
         # protect has "lookup" off: the join passes every label's p back
         settings = self.config.classifier_settings().as_dict()
         return self.classifier_class()(self.new_model(), **settings)
-
-    def classifier_from_state(self, state: dict, clf, labels: int = 0):
-        """The classifier of a checkpoint; ``clf`` is a new one with today's settings,
-        ``labels`` the unit's label count in the checkpoint."""
-        if self.protect is not None:
-            # The protect in effect (the fingerprint matched its flags): "lookup" off
-            # also for a state written with it on. A state from before protection has
-            # no protectors: they start fresh, and so does an alarm it lacks.
-            protection = state.get("protection")
-            if protection is None or protection.get("alarm") is None:
-                protection = fresh_alarm(clf.to_state()["protection"], protection, labels)
-            state = {**state, "protect": clf.protect, "protection": protection}
-        return self.classifier_class().from_state(state)
 
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingPrediction]:

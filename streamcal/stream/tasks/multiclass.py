@@ -25,7 +25,6 @@ from streamcal.stream.tasks.task import (
     NUMBERS4,
     VERSION,
     Task,
-    fresh_alarm,
     pack_time,
     unpack_time,
 )
@@ -102,15 +101,6 @@ class MulticlassTask(Task):
             refresh_every=s.refresh_every, by=s.by, max_categories=s.max_categories,
             alarm_alpha=self.alarm_alpha,
         )  # fmt: skip
-
-    def classifier_from_state(self, state: dict, clf, labels: int = 0):
-        """The classifier of a checkpoint (``clf``: a new one with today's settings): a
-        state without an alarm (from before it) gets a fresh one if it is on, counting
-        labels from ``labels``."""
-        if clf.alarm_alpha is not None and state.get("alarm") is None:
-            fresh = fresh_alarm({"alarm": clf.to_state()["alarm"]}, None, labels)
-            state = {**state, "alarm_alpha": clf.alarm_alpha, "alarm": fresh["alarm"]}
-        return self.classifier_class().from_state(state)
 
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingMulticlass]:

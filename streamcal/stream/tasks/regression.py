@@ -259,9 +259,6 @@ class RegressionTask(Task):
                                by=s.by, min_category=s.min_category, fallback=s.fallback,
                                max_categories=s.max_categories)  # fmt: skip
 
-    def classifier_from_state(self, state: dict, clf, labels: int = 0):
-        return self.classifier_class().from_state(state)
-
     # ------------------------------------------------------------------ per record
     def predict(self, clf, ev) -> tuple[dict, PendingRegression]:
         if self.by is None:

@@ -23,7 +23,7 @@ from streamcal.stream.messages import decode_event
 from streamcal.stream.models import SCORE_PREFIX, make_model
 from streamcal.stream.packing import FeatureCodec
 
-__all__ = ["Task", "fresh_alarm", "pack_category", "pack_time", "unpack_category",
+__all__ = ["Task", "pack_category", "pack_time", "unpack_category",
            "unpack_time"]  # fmt: skip
 
 VERSION = streamcal.__version__
@@ -138,7 +138,7 @@ class Task:
     def fingerprint(cls, values: dict) -> dict:
         """The shared settings a checkpoint of this task is bound to (``values``, by name).
         A task without protection is bound to the alarm's settings only: its ``protect``
-        is None, as a state's from before protection (either setting resumes it)."""
+        is None (not compared)."""
         return values if cls.protects else {**values, "protect": None}
 
     @staticmethod
@@ -159,6 +159,10 @@ class Task:
 
     def new_classifier(self):
         raise NotImplementedError
+
+    def classifier_from_state(self, state: dict):
+        """The classifier of a checkpoint (its settings matched the fingerprint's)."""
+        return self.classifier_class().from_state(state)
 
     def new_model(self):
         """A new scoring model (``--model``)."""
@@ -214,16 +218,3 @@ class Task:
             clf.log_martingale, clf.alarm, clf.alarm_at, alpha=self.alarm_alpha,
             alarm_onset=clf.alarm_onset, **gain,
         )  # fmt: skip
-
-
-def fresh_alarm(fresh: dict, old: dict | None, labels: int) -> dict:
-    """The protection state ``old`` (None: there was none) with the alarm of ``fresh`` (a
-    new classifier's protection state, today's settings), which starts now: at the
-    unit's label count ``labels``, so that its ``alarm_at`` and ``alarm_onset`` are on the
-    axis of the unit's metric lines. A multiclass classifier passes ``{"alarm": ...}``.
-
-    >>> fresh_alarm({"alarm": {"n": 0, "s": 1.0}}, None, 7)
-    {'alarm': {'n': 7, 's': 1.0}}
-    """
-    alarm = {**fresh["alarm"], "n": labels}
-    return {**(fresh if old is None else old), "alarm": alarm}
