@@ -159,9 +159,13 @@ def test_kill_9_four_times_gives_every_prediction_and_dead_letter_exactly_once(
     )  # fmt: skip
     assert final["labels"] == n and final["dead_letters"] == ref_final["dead_letters"] > 0
     assert untimed(final) == untimed(ref_final), note
-    # The kills found transactions open, whose outputs a read_uncommitted reader sees.
+    # The kills were not all at idle moments: one found a transaction open (its outputs,
+    # aborted, are seen by a read_uncommitted reader), or one fell between the
+    # transaction's commit and the store's, so that a restart read again without output
+    # (under load, the later kills can all fall in that re-reading: 1 run of 6 at load 11).
     everything = read_topic(bootstrap, crash_t["predictions"], min_count=n)
-    assert len(everything) > n, f"no kill caught an open transaction {note}"
+    replayed = "reading again without output" in (tmp_path / "killed-stderr.txt").read_text()
+    assert len(everything) > n or replayed, f"no kill caught an open transaction {note}"
 
 
 def test_with_a_label_horizon_kill_9_keeps_every_output_exactly_once(
