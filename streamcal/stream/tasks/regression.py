@@ -34,8 +34,8 @@ import struct
 from typing import Any, NamedTuple
 
 from streamcal.learner.modes import MODES
-from streamcal.learner.regressor import DEFAULT_MAX_CATEGORIES, ConformalPredictiveRegressor
-from streamcal.learner.settings import check_mondrian
+from streamcal.learner.regressor import ConformalPredictiveRegressor
+from streamcal.learner.settings import DEFAULT_MAX_CATEGORIES, check_mondrian
 from streamcal.monitoring.shapes import REGRESSION
 from streamcal.stream.messages import BadInput, Label, _id_and_label, _new_record, _short
 from streamcal.stream.models import DEFAULT_MODEL, called_model, find_model
