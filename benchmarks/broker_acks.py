@@ -7,7 +7,7 @@ Per trial: the records acknowledged before the stop, all those acknowledged, tho
 log holds afterwards, and the acknowledged ones it lost. A broker that keeps its log
 loses none. Why it matters: ``tests/e2e/test_lost_input.py`` once lost 4 predictions to
 it in CI (noida-db 0.2.3, 2 cores at load ~12: 2-16 acknowledged records lost in 4 of 40
-graceful restarts with busy loops beside it; 15-331 in 6 of 6 kill -9s), which no client
+graceful restarts with busy loops beside it; 15-516 in 11 of 11 kill -9s), which no client
 can recover, so the tests keep their writes out of a restart's way.
 
     python benchmarks/broker_acks.py --trials 40 --busy 6     # graceful, under load
@@ -30,14 +30,14 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # benchmarks/kafka.py
 sys.path.insert(0, str(HERE.parent))
 
-from tests._kafka_helpers import NoidaBroker, create_topics, find_noida  # noqa: E402
+from tests._kafka_helpers import NoidaBroker, create_topics, find_noida, read_topic  # noqa: E402
 
 PARTITIONS = 4
 
 
 def trial(k: int, kill: bool, gap_s: float) -> dict:
     """One broker, one producer writing every ``gap_s``, one restart after ~1 s."""
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaProducer
 
     broker = NoidaBroker(find_noida(), Path(tempfile.mkdtemp()) / "data").start()
     topic = f"acks-{k}"
@@ -79,11 +79,7 @@ def trial(k: int, kill: bool, gap_s: float) -> dict:
         producer.flush(timeout=20)
     finally:
         producer.close(timeout=5)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=3000)  # fmt: skip
-    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    held = {int(r.key) for r in consumer}
-    consumer.close()
+    held = {int(r.key) for r in read_topic(broker.bootstrap_servers, topic)}
     broker.stop()
     return {
         "acked before the stop": len(before),

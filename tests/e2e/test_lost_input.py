@@ -163,7 +163,7 @@ def test_a_broker_that_keeps_its_log_over_a_restart_loses_nothing(noida_broker, 
         # The first half's predictions in the log before the broker stops: noida-db 0.2.3
         # acknowledges writes that reach it while it stops, and loses them (an idempotent
         # producer writing every 0.2 ms beside busy loops: 2-16 acknowledged records lost
-        # in 4 of 40 graceful restarts; a kill -9 lost 15-331 in 6 of 6). Once, in CI,
+        # in 4 of 40 graceful restarts; a kill -9 lost 15-516 in 11 of 11). Once, in CI,
         # that took 4 predictions, and the producer's next batch was refused as
         # OutOfOrderSequenceNumber. No client can recover a write its broker acknowledged
         # and dropped, so the test keeps that race out of what it checks.
