@@ -51,3 +51,47 @@ def test_confluent_kafkas_errors_become_the_ports(code, kind):
     assert type(out) is kind and out.__cause__ is exc and out.code == getattr(E, code)
     other = ValueError("not confluent-kafka's")
     assert librdkafka.translate(other) is other
+
+
+class _Closing:
+    def __init__(self, log: list, name: str, stuck=None, error=None):
+        self.log, self.name, self.stuck, self.error = log, name, stuck, error
+
+    def close(self) -> None:
+        self.log.append(self.name)
+        if self.stuck is not None:
+            self.stuck.wait()
+        if self.error is not None:
+            raise self.error
+
+
+def test_a_close_that_never_ends_is_left_behind_with_a_warning(caplog):
+    """librdkafka's close can wait forever (a broker handle that never terminates): the
+    processor must still exit, so the wait is bounded."""
+    import threading
+    import time
+
+    closed, stuck = [], threading.Event()
+    start = time.monotonic()
+    with caplog.at_level("WARNING", logger=librdkafka.__name__):
+        librdkafka.bounded_close([_Closing(closed, "reader", stuck), _Closing(closed, "raw")],
+                                 0.2)  # fmt: skip
+    assert 0.2 <= time.monotonic() - start < 5
+    assert closed == ["reader"] and "did not end in 0 s" in caplog.text
+    stuck.set()  # the thread left behind goes on and closes the rest
+    for _ in range(100):
+        if closed == ["reader", "raw"]:
+            break
+        time.sleep(0.01)
+    assert closed == ["reader", "raw"]
+
+
+def test_a_close_that_ends_closes_each_in_turn_and_raises_its_error_as_the_ports():
+    closed = []
+    librdkafka.bounded_close([_Closing(closed, "reader"), _Closing(closed, "raw")], 5)
+    assert closed == ["reader", "raw"]
+    E = confluent_kafka.KafkaError
+    error = confluent_kafka.KafkaException(E(E._TRANSPORT))
+    with pytest.raises(port.KafkaError) as got:
+        librdkafka.bounded_close([_Closing(closed, "raw", error=error)], 5)
+    assert got.value.__cause__ is error

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 
 from streamcal.stream.kafka import port
@@ -147,6 +148,45 @@ def _ctp(tp, offset: int | None = None):
     if offset is None:
         return TopicPartition(tp[0], tp[1])
     return TopicPartition(tp[0], tp[1], offset)
+
+
+CLOSE_TIMEOUT_S = 10.0  # as long as the outbox's last flush
+
+
+def bounded_close(raws: list, timeout: float) -> None:
+    """``close()`` each of ``raws`` in turn, in a thread of its own, waited for at most
+    ``timeout`` seconds: past that, a warning and the thread is left behind (it is a
+    daemon: the process can still exit). librdkafka's close (``rd_kafka_destroy``) can
+    wait forever: seen with 2.16 once a broker had restarted without its data, a broker
+    handle "terminating in state TRY_CONNECT" with references left, in 4 of 21 runs of
+    a test of tests/e2e/test_fingerprints.py. A processor asked to stop, or stopping on an
+    error, must still exit. Its error, if it ends in time, is raised here.
+
+    >>> import threading
+    >>> class Stuck:
+    ...     def close(self):
+    ...         threading.Event().wait()
+    >>> t = time.monotonic(); bounded_close([Stuck()], 0.05); time.monotonic() - t < 1
+    True
+    """
+    failed: list = []
+
+    def close() -> None:
+        try:
+            for raw in raws:
+                raw.close()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=close, name="librdkafka-close", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        log.warning("librdkafka's close did not end in %.0f s: left behind (the group "
+                    "drops this member when its session times out)", timeout)
+    elif failed:
+        with mapped():
+            raise failed[0]
 
 
 # ------------------------------------------------------------------ consumer
@@ -425,10 +465,10 @@ class Consumer:
     def last_stable_offsets(self) -> None:
         return None  # the cached highwater is the last stable offset with read_committed
 
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-        self.raw.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """Leave the group and free the client, waiting at most ``timeout`` seconds."""
+        raws = [r for r in (self._reader, self.raw) if r is not None]
+        bounded_close(raws, timeout)
 
 
 # ------------------------------------------------------------------ producer
