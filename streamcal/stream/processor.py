@@ -30,7 +30,7 @@ from streamcal.stream.config import ProcessorConfig
 from streamcal.stream.exactly_once import ExactlyOnce
 from streamcal.stream.gc_tuning import GcTuning
 from streamcal.stream.intake import runs
-from streamcal.stream.kafka import clients
+from streamcal.stream.kafka import clients, port
 from streamcal.stream.kafka.fingerprints import LogCheck
 from streamcal.stream.kafka.group import GroupError
 from streamcal.stream.kafka.inputs import STALE, Inputs
@@ -191,7 +191,7 @@ class Processor:
         self._inputs = None
         with contextlib.suppress(Exception):
             if self._out is not None:
-                self._out.close(timeout=10)
+                self._out.close(timeout=port.CLOSE_TIMEOUT_S)
         self._out = None
         self.metrics.close()
 

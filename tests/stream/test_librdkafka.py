@@ -10,6 +10,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from streamcal.stream.config import ProcessorConfig  # noqa: E402
 from streamcal.stream.kafka import adapters, clients, librdkafka, port  # noqa: E402
+from tests._helpers import wait_until  # noqa: E402
 
 
 def test_the_processors_settings_all_have_a_librdkafka_name(tmp_path):
@@ -79,11 +80,7 @@ def test_a_close_that_never_ends_is_left_behind_with_a_warning(caplog):
     assert 0.2 <= time.monotonic() - start < 5
     assert closed == ["reader"] and "did not end in 0 s" in caplog.text
     stuck.set()  # the thread left behind goes on and closes the rest
-    for _ in range(100):
-        if closed == ["reader", "raw"]:
-            break
-        time.sleep(0.01)
-    assert closed == ["reader", "raw"]
+    wait_until(lambda: closed == ["reader", "raw"], 5, "the rest closed")
 
 
 def test_a_close_that_ends_closes_each_in_turn_and_raises_its_error_as_the_ports():

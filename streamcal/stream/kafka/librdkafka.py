@@ -150,9 +150,6 @@ def _ctp(tp, offset: int | None = None):
     return TopicPartition(tp[0], tp[1], offset)
 
 
-CLOSE_TIMEOUT_S = 10.0  # as long as the outbox's last flush
-
-
 def bounded_close(raws: list, timeout: float) -> None:
     """``close()`` each of ``raws`` in turn, in a thread of its own, waited for at most
     ``timeout`` seconds: past that, a warning and the thread is left behind (it is a
@@ -162,12 +159,13 @@ def bounded_close(raws: list, timeout: float) -> None:
     a test of tests/e2e/test_fingerprints.py. A processor asked to stop, or stopping on an
     error, must still exit. Its error, if it ends in time, is raised here.
 
-    >>> import threading
+    >>> stuck = threading.Event()
     >>> class Stuck:
     ...     def close(self):
-    ...         threading.Event().wait()
+    ...         stuck.wait()
     >>> t = time.monotonic(); bounded_close([Stuck()], 0.05); time.monotonic() - t < 1
     True
+    >>> stuck.set()  # the close left behind ends
     """
     failed: list = []
 
@@ -465,7 +463,7 @@ class Consumer:
     def last_stable_offsets(self) -> None:
         return None  # the cached highwater is the last stable offset with read_committed
 
-    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+    def close(self, timeout: float = port.CLOSE_TIMEOUT_S) -> None:
         """Leave the group and free the client, waiting at most ``timeout`` seconds."""
         raws = [r for r in (self._reader, self.raw) if r is not None]
         bounded_close(raws, timeout)
@@ -559,7 +557,7 @@ class Producer:
             self.raw.abort_transaction(60)
 
     def close(self, timeout: float | None = None) -> None:
-        self.raw.flush(10 if timeout is None else timeout)
+        self.raw.flush(port.CLOSE_TIMEOUT_S if timeout is None else timeout)
 
 
 # ------------------------------------------------------------------ admin

@@ -42,6 +42,7 @@ from typing import NamedTuple, Protocol
 from streamcal.errors import BrokerError
 
 __all__ = [
+    "CLOSE_TIMEOUT_S",
     "KafkaError",
     "KafkaTimeout",
     "LogTruncated",
@@ -55,6 +56,11 @@ __all__ = [
     "Unreadable",
     "mapped",
 ]
+
+
+# How long the processor waits for a client to close when it stops (the outbox's last
+# flush, the consumer leaving its group): past that it exits all the same.
+CLOSE_TIMEOUT_S = 10.0
 
 
 class TopicPartition(NamedTuple):
